@@ -1,0 +1,57 @@
+"""A factory for the per-stage flows, so that each ``flows/<stage>.py`` is three lines."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from prefect import flow
+
+from tasks.common import load_params
+
+#: stage → (params section whose keys the stage iterates over, CLI option naming one key)
+STAGE_KEYS: dict[str, tuple[str, str]] = {
+    "prepare": ("datasets", "dataset"),
+    "embed": ("embeddings", "embedding"),
+    "release": ("cells", "cell"),
+    "integrate": ("cells", "cell"),
+    "attack": ("cells", "cell"),
+    "evaluate": ("cells", "cell"),
+}
+
+
+def make_stage_flow(stage: str, stage_task: Any) -> Callable[..., list[str]]:
+    """A flow running ``stage_task`` for the given keys (default: every key of the stage's section)."""
+    section, _ = STAGE_KEYS[stage]
+
+    @flow(name=stage, log_prints=True)
+    def stage_flow(keys: list[str] | None = None, params_path: str | None = None) -> list[str]:
+        cfg = load_params(params_path)
+        names = keys or list(getattr(cfg, section))
+        futures = [stage_task.submit(name, params_path) for name in names]
+        return [str(f.result()) for f in futures]
+
+    return stage_flow
+
+
+def main(stage: str, stage_flow: Callable[..., list[str]], argv: list[str] | None = None) -> int:
+    """Command line of ``python -m flows.<stage>``: ``--<key> NAME`` (repeatable) and ``--params``."""
+    section, option = STAGE_KEYS[stage]
+    parser = argparse.ArgumentParser(
+        prog=f"python -m flows.{stage}",
+        description=f"Run the {stage!r} stage as a Prefect flow for the named {section} (default: all).",
+    )
+    parser.add_argument(f"--{option}", action="append", dest="keys", metavar="NAME", help=f"one of params.yaml {section}; repeatable")
+    parser.add_argument("--params", default=None, help="path to params.yaml (default: at the repo root)")
+    args = parser.parse_args(argv)
+    from veilbench.validation import ValidationError
+
+    try:
+        load_params(args.params)  # validate before any work starts
+        stage_flow(keys=args.keys, params_path=args.params)
+    except (ValidationError, KeyError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0

@@ -1,0 +1,120 @@
+"""The ``veilbench`` command line.
+
+    veilbench run                 # validate params.yaml, start one local Prefect server, dvc repro
+    veilbench run --stage release # only one stage (and what it needs)
+    veilbench run --no-dvc        # the whole pipeline as one Prefect flow, always recomputing
+    veilbench validate            # check params.yaml and exit
+    veilbench datasets            # list the registered datasets
+    veilbench report              # rebuild reports/index.md from evaluated cells
+    veilbench compare -e A -e B   # table of evaluate metrics of experiments A and B from MLflow
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+app = typer.Typer(help="veilbench: privacy-preserving representation sharing, measured.", no_args_is_help=True,
+                  add_completion=False)
+console = Console(stderr=True)
+
+STAGES = ["prepare", "embed", "release", "integrate", "attack", "evaluate", "report"]
+
+
+def _root() -> Path:
+    from tasks.paths import repo_root
+
+    return repo_root()
+
+
+def _validate(params: Path | None) -> None:
+    from veilbench.validation import ValidationError
+
+    from tasks.common import load_params
+
+    try:
+        cfg = load_params(params)
+    except ValidationError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
+    console.print(f"params OK: {len(cfg.datasets)} dataset(s), {len(cfg.embeddings)} embedding(s), {len(cfg.cells)} cell(s)")
+
+
+@app.command()
+def validate(params: Path = typer.Option(None, help="path to params.yaml (default: repo root)")) -> None:
+    """Validate params.yaml (unknown keys, types, ranges, cross-references) and exit."""
+    _validate(params)
+
+
+@app.command()
+def run(
+    stage: str = typer.Option(None, help=f"run only this stage (one of {', '.join(STAGES)}) and what it depends on"),
+    no_dvc: bool = typer.Option(False, "--no-dvc", help="run all stages as one Prefect flow (always recomputes)"),
+    force: bool = typer.Option(False, help="with DVC: rerun stages even when nothing changed"),
+    params: Path = typer.Option(None, help="path to params.yaml (with --no-dvc only; DVC reads params.yaml)"),
+) -> None:
+    """Run the pipeline: validate params, start one local Prefect server (127.0.0.1), run the stages."""
+    from flows.server import local_prefect_server
+
+    if stage is not None and stage not in STAGES:
+        console.print(f"[red]error:[/red] --stage must be one of {STAGES}, got {stage!r}")
+        raise typer.Exit(2)
+    _validate(params)
+    root = _root()
+    with local_prefect_server(root) as url:
+        console.print(f"Prefect API: {url}")
+        if no_dvc:
+            cmd = [sys.executable, "-m", "flows.benchmark"] + (["--params", str(params)] if params else [])
+        else:
+            cmd = [sys.executable, "-m", "dvc", "repro"] + (["--force"] if force else []) + ([stage] if stage else [])
+        code = subprocess.call(cmd, cwd=root, env={**os.environ, "PREFECT_API_URL": url})
+    if code != 0:
+        raise typer.Exit(code)
+    console.print(f"done: see {root / 'reports' / 'index.md'}")
+
+
+@app.command()
+def datasets() -> None:
+    """List the registered datasets (embedded, generated, user files, public loaders)."""
+    from veilbench.datasets import describe_datasets
+
+    table = Table("name", "kind", "description")
+    for row in describe_datasets():
+        table.add_row(row["name"], row["kind"], row["description"])
+    Console().print(table)
+
+
+@app.command()
+def report(params: Path = typer.Option(None, help="path to params.yaml")) -> None:
+    """Rebuild reports/index.md, tables and figures from the evaluated cells."""
+    from tasks.report import report as build
+
+    console.print(str(build(params)))
+
+
+@app.command()
+def compare(
+    experiment: list[str] = typer.Option(..., "--experiment", "-e", help="MLflow experiment name; repeat to compare"),
+    metric: list[str] = typer.Option(None, "--metric", "-m", help="only these metrics (default: all)"),
+    out: Path = typer.Option(None, help="output folder (default reports/compare)"),
+) -> None:
+    """Compare the latest evaluate metrics of each cell across MLflow experiments (markdown + CSV)."""
+    from tasks.compare import compare as build
+
+    try:
+        md, csv = build(list(experiment), out, list(metric) if metric else None)
+    except KeyError as exc:
+        console.print(f"[red]error:[/red] {exc.args[0]}")
+        raise typer.Exit(2) from None
+    Console().print(md.read_text())
+    console.print(f"written: {md}, {csv}")
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,11 @@
+"""Flow for the ``evaluate`` stage: ``python -m flows.evaluate [--cell NAME] [--params params.yaml]``."""
+
+import sys
+
+from flows._stage import main, make_stage_flow
+from tasks.evaluate import evaluate_task
+
+evaluate_flow = make_stage_flow("evaluate", evaluate_task)
+
+if __name__ == "__main__":
+    sys.exit(main("evaluate", evaluate_flow))

@@ -1,0 +1,11 @@
+"""Flow for the ``integrate`` stage: ``python -m flows.integrate [--cell NAME] [--params params.yaml]``."""
+
+import sys
+
+from flows._stage import main, make_stage_flow
+from tasks.integrate import integrate_task
+
+integrate_flow = make_stage_flow("integrate", integrate_task)
+
+if __name__ == "__main__":
+    sys.exit(main("integrate", integrate_flow))

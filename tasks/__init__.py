@@ -1,0 +1,6 @@
+"""Stage functions of the pipeline, one module per stage.
+
+Each module holds a plain function that reads its inputs from files, calls the library
+(``veilbench``), writes its outputs atomically and logs the run to MLflow, plus a thin Prefect
+task wrapping it (``*_task``). Unit tests call the plain functions; flows compose the tasks.
+"""

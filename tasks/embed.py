@@ -1,0 +1,38 @@
+"""``embed`` stage: fit an encoder on the training rows of a prepared dataset, encode both splits."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tasks.common import as_task, load_params
+from tasks.paths import embed_dir, prepare_dir, repo_root
+from tasks.tracking import stage_run
+from veilbench.embed.encoders import fit_encode
+from veilbench.io import read_bundle, write_bundle
+
+
+def embed(embedding: str, params_path: str | Path | None = None, root: Path | None = None) -> Path:
+    """Write ``data/embed/<embedding>/`` with ``Z_train`` and ``Z_test``."""
+    root = root or repo_root()
+    cfg = load_params(params_path, root)
+    if embedding not in cfg.embeddings:
+        raise KeyError(f"embedding: {embedding!r} is not in params embeddings ({sorted(cfg.embeddings)})")
+    ecfg = cfg.embeddings[embedding]
+    params = {"embedding": embedding, "seed": cfg.seed, **ecfg.model_dump()}
+    tags = {"embedding": embedding, "dataset": ecfg.dataset, "method": ecfg.encoder}
+    with stage_run(cfg.tracking.experiment, "embed", params, tags, root) as mlflow:
+        arrays, _ = read_bundle(prepare_dir(root, ecfg.dataset))
+        Z_train, Z_test = fit_encode(
+            ecfg.encoder, arrays["X_train"], arrays["X_test"], dim=ecfg.dim, seed=cfg.seed, **ecfg.options
+        )
+        out = write_bundle(
+            embed_dir(root, embedding),
+            {"Z_train": Z_train, "Z_test": Z_test},
+            {"stage": "embed", "embedding": embedding, "seed": cfg.seed, "params": params},
+        )
+        mlflow.log_metrics({"dim": Z_train.shape[1]})
+        mlflow.log_artifact(str(out / "manifest.json"))
+    return out
+
+
+embed_task = as_task(embed, "embed")

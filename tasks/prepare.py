@@ -1,0 +1,46 @@
+"""``prepare`` stage: load a registered dataset, split train/test, allocate parties."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tasks.common import as_task, load_params
+from tasks.paths import prepare_dir, repo_root
+from tasks.tracking import stage_run
+from veilbench.datasets import load_dataset, prepare_dataset
+from veilbench.io import write_bundle
+
+
+def prepare(dataset: str, params_path: str | Path | None = None, root: Path | None = None) -> Path:
+    """Write ``data/prepare/<dataset>/`` for the dataset section ``datasets.<dataset>``."""
+    root = root or repo_root()
+    cfg = load_params(params_path, root)
+    if dataset not in cfg.datasets:
+        raise KeyError(f"dataset: {dataset!r} is not in params datasets ({sorted(cfg.datasets)})")
+    dcfg = cfg.datasets[dataset]
+    options = dict(dcfg.options)
+    if dcfg.source in ("gaussian_mixture", "low_rank", "adult_like"):
+        options.setdefault("seed", cfg.seed)
+    params = {"dataset": dataset, "seed": cfg.seed, **dcfg.model_dump()}
+    with stage_run(cfg.tracking.experiment, "prepare", params, {"dataset": dataset}, root) as mlflow:
+        data = load_dataset(dcfg.source, **options)
+        prepared = prepare_dataset(
+            data,
+            test_size=dcfg.test_size,
+            n_parties=dcfg.n_parties,
+            scheme=dcfg.scheme,
+            alpha=dcfg.alpha,
+            max_records=dcfg.max_records,
+            seed=cfg.seed,
+        )
+        out = write_bundle(
+            prepare_dir(root, dataset),
+            prepared.arrays(),
+            {"stage": "prepare", "dataset": dataset, "seed": cfg.seed, "params": params, "description": data.description},
+        )
+        mlflow.log_metrics({"n_train": prepared.X_train.shape[0], "n_test": prepared.X_test.shape[0], "n_features": prepared.X_train.shape[1]})
+        mlflow.log_artifact(str(out / "manifest.json"))
+    return out
+
+
+prepare_task = as_task(prepare, "prepare")

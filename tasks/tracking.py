@@ -1,0 +1,85 @@
+"""MLflow tracking for stage runs: SQLite store at an absolute path under the repo root.
+
+Every stage run becomes one MLflow run tagged with ``stage``, ``cell``, ``dataset``, ``family``,
+``method``, ``seeds``, ``git_rev`` and ``params_hash`` (SHA-256 of the canonical JSON of the params
+that produced it), so runs can be found and compared by configuration rather than by name. A run
+that raises is ended with status FAILED (the context manager of ``mlflow.start_run`` does this).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from tasks.paths import repo_root
+
+
+def tracking_uri(root: Path | None = None) -> str:
+    """``$MLFLOW_TRACKING_URI`` when set, else ``sqlite:///<repo root>/mlflow.db`` (absolute)."""
+    if os.environ.get("MLFLOW_TRACKING_URI"):
+        return os.environ["MLFLOW_TRACKING_URI"]
+    return f"sqlite:///{(root or repo_root()) / 'mlflow.db'}"
+
+
+def params_hash(params: Mapping[str, Any]) -> str:
+    """SHA-256 (first 16 hex digits) of the canonical JSON of ``params``."""
+    blob = json.dumps(params, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def git_revision(root: Path | None = None) -> str:
+    """Current git commit (with ``-dirty`` when the tree has changes), or ``unknown`` outside git."""
+    cwd = root or repo_root()
+    try:
+        rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=10)
+        if rev.returncode != 0:
+            return "unknown"
+        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=cwd, capture_output=True, text=True, timeout=10)
+        return rev.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def _flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, Mapping):
+            out.update(_flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+@contextmanager
+def stage_run(
+    experiment: str,
+    stage: str,
+    params: Mapping[str, Any],
+    tags: Mapping[str, str],
+    root: Path | None = None,
+) -> Iterator[Any]:
+    """Open an MLflow run for one stage execution; yields the ``mlflow`` module for logging."""
+    import mlflow
+
+    root = root or repo_root()
+    mlflow.set_tracking_uri(tracking_uri(root))
+    mlflow.set_experiment(experiment)
+    all_tags = {
+        "stage": stage,
+        "git_rev": git_revision(root),
+        "params_hash": params_hash(params),
+        "dvc_stage": os.environ.get("DVC_STAGE", ""),
+        **tags,
+    }
+    run_name = f"{stage}:{tags.get('cell') or tags.get('dataset') or tags.get('embedding', '')}"
+    with mlflow.start_run(run_name=run_name, tags=all_tags):
+        flat = _flatten(params)
+        mlflow.log_params({k: str(v)[:500] for k, v in flat.items()})
+        yield mlflow

@@ -1,0 +1,190 @@
+"""The schema of ``params.yaml``, validated on load before any work starts.
+
+``params.yaml`` has one section per concern::
+
+    seed: 0                       # base seed; cells add their own seeds
+    tracking: {experiment: veilbench}
+    datasets:   {<name>: {source, options, test_size, n_parties, scheme, alpha, max_records}}
+    embeddings: {<name>: {dataset, encoder, dim, options}}
+    cells:      {<name>: {family, embedding, seeds, params: {...family options...}}}
+    report:     {title, frontiers: [...]}
+
+Every mapping forbids unknown keys, every number is range-checked, cross-references
+(a cell's ``embedding``, an embedding's ``dataset``) must exist, and each cell's ``params`` is
+validated by its family's ``Params`` model. Errors are :class:`ConfigError` listing every
+problem as ``<dotted.key>: <message>``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError as PydanticError, field_validator, model_validator
+
+from veilbench.datasets.registry import DATASETS
+from veilbench.embed.encoders import ENCODERS
+from veilbench.families import FAMILY_MODULES, get_family
+from veilbench.validation import ValidationError
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_\-]*$")
+
+
+class ConfigError(ValidationError):
+    """``params.yaml`` is invalid; the message lists each bad key with its allowed range."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class DatasetConfig(_Strict):
+    source: str = Field(description="registered dataset name (see `veilbench datasets`)")
+    options: dict[str, Any] = Field(default_factory=dict, description="loader options, e.g. path=")
+    test_size: float = Field(0.3, gt=0.0, lt=1.0)
+    n_parties: int = Field(1, ge=1, le=100_000)
+    scheme: Literal["iid", "dirichlet"] = "iid"
+    alpha: float = Field(0.5, gt=0.0)
+    max_records: int | None = Field(None, ge=4)
+
+    @field_validator("source")
+    @classmethod
+    def _known_source(cls, v: str) -> str:
+        if v not in DATASETS:
+            raise ValueError(f"must be one of {sorted(DATASETS)}, got {v!r}")
+        return v
+
+
+class EmbeddingConfig(_Strict):
+    dataset: str
+    encoder: Literal["raw", "standardize", "pca", "kernel_pca", "umap", "random_orthogonal"] = "standardize"
+    dim: int = Field(32, ge=1, le=100_000)
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+class CellConfig(_Strict):
+    family: str
+    embedding: str
+    seeds: list[int] = Field(default_factory=lambda: [0], min_length=1, max_length=100)
+    params: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("family")
+    @classmethod
+    def _known_family(cls, v: str) -> str:
+        if v not in FAMILY_MODULES:
+            raise ValueError(f"must be one of {sorted(FAMILY_MODULES)}, got {v!r}")
+        return v
+
+    @field_validator("seeds")
+    @classmethod
+    def _seeds(cls, v: list[int]) -> list[int]:
+        if any(s < 0 for s in v) or len(set(v)) != len(v):
+            raise ValueError("seeds must be distinct non-negative integers")
+        return v
+
+
+class TrackingConfig(_Strict):
+    experiment: str = Field("veilbench", min_length=1)
+
+
+class FrontierConfig(_Strict):
+    """One privacy–utility figure: x = privacy metric, y = utility metric, one curve per group."""
+
+    name: str
+    family: str
+    x: str
+    y: str
+    group_by: str = "mechanism"
+    x_label: str = ""
+    y_label: str = ""
+
+
+class ReportConfig(_Strict):
+    title: str = "veilbench report"
+    frontiers: list[FrontierConfig] = Field(default_factory=list)
+
+
+class Config(_Strict):
+    seed: int = Field(0, ge=0)
+    tracking: TrackingConfig = TrackingConfig()
+    datasets: dict[str, DatasetConfig]
+    embeddings: dict[str, EmbeddingConfig]
+    cells: dict[str, CellConfig]
+    report: ReportConfig = ReportConfig()
+
+    @model_validator(mode="after")
+    def _references(self) -> Config:
+        problems = []
+        for group in ("datasets", "embeddings", "cells"):
+            for name in getattr(self, group):
+                if not _NAME.match(name):
+                    problems.append(f"{group}.{name}: names may hold letters, digits, '_' and '-' only")
+        for name, emb in self.embeddings.items():
+            if emb.dataset not in self.datasets:
+                problems.append(f"embeddings.{name}.dataset: {emb.dataset!r} is not in datasets ({sorted(self.datasets)})")
+        for name, cell in self.cells.items():
+            if cell.embedding not in self.embeddings:
+                problems.append(f"cells.{name}.embedding: {cell.embedding!r} is not in embeddings ({sorted(self.embeddings)})")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    def family_params(self, cell: str) -> Any:
+        """The validated family ``Params`` object of ``cell``."""
+        c = self.cells[cell]
+        return get_family(c.family).Params(**c.params)
+
+
+def _format(exc: PydanticError, prefix: str = "") -> list[str]:
+    out = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in (prefix, *err["loc"]) if p != "")
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key (not allowed here)"
+        elif "ctx" in err and err["type"] in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
+            msg = f"{msg}; got {err.get('input')!r}"
+        out.append(f"{loc}: {msg}")
+    return out
+
+
+def validate_config(raw: Any) -> Config:
+    """Validate a parsed ``params.yaml`` mapping; raise :class:`ConfigError` listing every problem."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"params: the top level must be a mapping, got {type(raw).__name__}")
+    try:
+        cfg = Config(**raw)
+    except PydanticError as exc:
+        raise ConfigError("invalid params:\n  " + "\n  ".join(_format(exc))) from None
+    except TypeError as exc:
+        raise ConfigError(f"invalid params: {exc}") from None
+    problems: list[str] = []
+    for name, cell in cfg.cells.items():
+        try:
+            get_family(cell.family).Params(**cell.params)
+        except PydanticError as exc:
+            problems += _format(exc, f"cells.{name}.params")
+        except ValidationError as exc:
+            problems.append(f"cells.{name}.params: {exc}")
+    for name, ds in cfg.datasets.items():
+        if ds.max_records is not None and ds.n_parties > ds.max_records:
+            problems.append(
+                f"datasets.{name}.n_parties: more parties ({ds.n_parties}) than records (max_records={ds.max_records})"
+            )
+    if problems:
+        raise ConfigError("invalid params:\n  " + "\n  ".join(problems))
+    return cfg
+
+
+def load_config(path: str | Path = "params.yaml") -> Config:
+    """Read and validate ``params.yaml``; YAML syntax errors become :class:`ConfigError` too."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"params: file not found: {p}")
+    try:
+        raw = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{p}: not valid YAML ({exc})") from None
+    return validate_config(raw)

@@ -1,0 +1,97 @@
+"""Split a dataset into train/test and allocate training records to K parties.
+
+``iid``: a seeded random permutation dealt round-robin, so party sizes differ by at most one.
+``dirichlet``: for each class c, proportions p_c ~ Dir(α·1_K) split that class's records among
+the parties (small α → strongly non-IID label skew; Hsu et al. 2019). Every party is guaranteed
+at least one record.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from veilbench.datasets.registry import Dataset
+from veilbench.validation import ValidationError, check_in_range
+
+
+@dataclass(frozen=True)
+class PreparedData:
+    """Output of the ``prepare`` stage (shapes: X_train (n, p), X_test (m, p), labels/party (n,))."""
+
+    X_train: np.ndarray
+    y_train: np.ndarray
+    party_train: np.ndarray
+    X_test: np.ndarray
+    y_test: np.ndarray
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {
+            "X_train": self.X_train,
+            "y_train": self.y_train,
+            "party_train": self.party_train,
+            "X_test": self.X_test,
+            "y_test": self.y_test,
+        }
+
+
+def partition_parties(
+    y: np.ndarray, n_parties: int, scheme: str = "iid", alpha: float = 0.5, seed: int = 0
+) -> np.ndarray:
+    """Return the party index (0 … K−1) of each record, shape (n,)."""
+    n = int(np.asarray(y).shape[0])
+    if not 1 <= n_parties <= n:
+        raise ValidationError(f"n_parties: must lie in [1, {n}] (number of training records), got {n_parties}")
+    rng = np.random.default_rng(seed)
+    if scheme == "iid":
+        party = np.empty(n, dtype=np.int64)
+        party[rng.permutation(n)] = np.arange(n) % n_parties
+        return party
+    if scheme == "dirichlet":
+        check_in_range(alpha, "alpha", 0.0, None, low_inclusive=False)
+        party = np.empty(n, dtype=np.int64)
+        for c in np.unique(y):
+            idx = rng.permutation(np.flatnonzero(y == c))
+            props = rng.dirichlet(np.full(n_parties, alpha))
+            cuts = (np.cumsum(props)[:-1] * idx.size).astype(int)
+            for k, part in enumerate(np.split(idx, cuts)):
+                party[part] = k
+        # guarantee non-empty parties: move one record from the largest party to each empty one
+        for k in range(n_parties):
+            if not np.any(party == k):
+                largest = np.bincount(party, minlength=n_parties).argmax()
+                party[rng.choice(np.flatnonzero(party == largest))] = k
+        return party
+    raise ValidationError(f"scheme: must be 'iid' or 'dirichlet', got {scheme!r}")
+
+
+def prepare_dataset(
+    data: Dataset,
+    test_size: float = 0.3,
+    n_parties: int = 1,
+    scheme: str = "iid",
+    alpha: float = 0.5,
+    max_records: int | None = None,
+    seed: int = 0,
+) -> PreparedData:
+    """Stratified train/test split (optionally subsampled to ``max_records``), then partition."""
+    from sklearn.model_selection import train_test_split
+
+    check_in_range(test_size, "test_size", 0.0, 1.0, low_inclusive=False, high_inclusive=False)
+    X, y = data.X, data.y
+    rng = np.random.default_rng(seed)
+    if max_records is not None and max_records < X.shape[0]:
+        if max_records < 4:
+            raise ValidationError(f"max_records: must be ≥ 4, got {max_records}")
+        keep = np.sort(rng.choice(X.shape[0], size=max_records, replace=False))
+        X, y = X[keep], y[keep]
+    _, counts = np.unique(y, return_counts=True)
+    stratify = y if counts.min() >= 2 else None
+    X_tr, X_te, y_tr, y_te = train_test_split(X, y, test_size=test_size, random_state=seed, stratify=stratify)
+    if n_parties > X_tr.shape[0]:
+        raise ValidationError(
+            f"n_parties: must be ≤ the number of training records ({X_tr.shape[0]}), got {n_parties}"
+        )
+    party = partition_parties(y_tr, n_parties, scheme=scheme, alpha=alpha, seed=seed)
+    return PreparedData(X_tr, y_tr, party, X_te, y_te)

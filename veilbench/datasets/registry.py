@@ -1,0 +1,189 @@
+"""Where data comes from: a registry of named loaders, each returning a :class:`Dataset`.
+
+Three kinds of source:
+
+(a) **embedded** — data that ships inside installed packages or is generated, so it needs no
+    network: scikit-learn's ``digits``, ``breast_cancer``, ``wine``; ``gaussian_mixture`` and
+    ``low_rank`` generated sets; ``adult_like`` (a generated tabular set of Adult's size);
+(b) **user files** — ``file`` with ``path=`` an ``.npz`` (arrays ``X`` and ``y``, loaded with
+    ``allow_pickle=False``) or a ``.csv``/``.parquet`` with a label column (``label_column=``);
+(c) **public loaders** — ``mnist``, ``fashion_mnist``, ``cifar10``: they read a local
+    ``.npz`` when one is given or found under ``data/raw/``, try OpenML when a network exists,
+    and otherwise fail with a message saying how to provide the file.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from veilbench.io import load_npz
+from veilbench.validation import ValidationError, check_array, check_labels
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A labelled data set: ``X`` (n × p, float64), integer labels ``y`` (n,), and provenance."""
+
+    name: str
+    X: np.ndarray
+    y: np.ndarray
+    description: str = ""
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def _validated(name: str, X: Any, y: Any, description: str, **meta: Any) -> Dataset:
+    Xa = check_array(X, f"{name}.X", ndim=2, min_rows=2)
+    ya = check_labels(y, f"{name}.y", n=Xa.shape[0], min_classes=2)
+    return Dataset(name=name, X=Xa, y=ya, description=description, meta=meta)
+
+
+def _sklearn(loader_name: str, description: str) -> Callable[..., Dataset]:
+    def load(**_: Any) -> Dataset:
+        import sklearn.datasets
+
+        bunch = getattr(sklearn.datasets, loader_name)()
+        return _validated(loader_name.removeprefix("load_"), bunch.data, bunch.target, description, source="sklearn")
+
+    return load
+
+
+def gaussian_mixture(
+    n_samples: int = 1000, n_features: int = 16, n_classes: int = 4, separation: float = 3.0, seed: int = 0, **_: Any
+) -> Dataset:
+    """Isotropic Gaussian clusters: class c centred at ``separation · μ_c`` with μ_c ~ N(0, I_p)/√p·√p."""
+    if n_samples < n_classes * 2:
+        raise ValidationError(f"n_samples: need at least 2 per class ({2 * n_classes}), got {n_samples}")
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(n_classes, n_features)) * separation
+    y = rng.integers(0, n_classes, size=n_samples)
+    y[:n_classes] = np.arange(n_classes)
+    X = centres[y] + rng.normal(size=(n_samples, n_features))
+    return _validated("gaussian_mixture", X, y, "generated Gaussian mixture", seed=seed)
+
+
+def low_rank(
+    n_samples: int = 1000, n_features: int = 64, rank: int = 8, n_classes: int = 4, noise: float = 0.05, seed: int = 0, **_: Any
+) -> Dataset:
+    """Low-rank embeddings X = (C_y + E) W with W (rank × p) random, plus small isotropic noise."""
+    if rank > n_features:
+        raise ValidationError(f"rank: must be ≤ n_features ({n_features}), got {rank}")
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(n_classes, rank)) * 2.0
+    y = rng.integers(0, n_classes, size=n_samples)
+    y[:n_classes] = np.arange(n_classes)
+    W = rng.normal(size=(rank, n_features)) / np.sqrt(rank)
+    X = (centres[y] + rng.normal(size=(n_samples, rank))) @ W + noise * rng.normal(size=(n_samples, n_features))
+    return _validated("low_rank", X, y, "generated low-rank embeddings", seed=seed, rank=rank)
+
+
+def adult_like(n_samples: int = 48842, seed: int = 0, **_: Any) -> Dataset:
+    """A generated tabular set of Adult's size (48,842 × 14: 6 numeric, 8 one-hot-coded categorical
+    features reduced to integer codes), binary label from a noisy logistic model (≈24% positives)."""
+    rng = np.random.default_rng(seed)
+    numeric = rng.normal(size=(n_samples, 6)) * np.array([13.6, 1.0, 2.6, 7400.0, 400.0, 12.4])
+    numeric += np.array([38.6, 0.0, 10.1, 1079.0, 87.5, 40.4])
+    cats = np.column_stack([rng.integers(0, k, size=n_samples) for k in (9, 16, 7, 15, 6, 5, 2, 42)])
+    X = np.column_stack([numeric, cats]).astype(float)
+    z = (X - X.mean(0)) / (X.std(0) + 1e-12)
+    logits = z @ rng.normal(size=X.shape[1]) - 1.3 + 0.5 * rng.normal(size=n_samples)
+    y = (logits > 0).astype(int)
+    return _validated("adult_like", X, y, "generated tabular data of Adult's size (not the real Adult)", seed=seed)
+
+
+def load_file(path: str | os.PathLike | None = None, label_column: str = "label", **_: Any) -> Dataset:
+    """Load a user file: ``.npz`` with arrays ``X`` and ``y`` (no pickles), or ``.csv``/``.parquet``
+    with a numeric feature table and a label column ``label_column``."""
+    if not path:
+        raise ValidationError("path: a user dataset needs path=<file.npz|.csv|.parquet>")
+    p = Path(path)
+    if not p.is_file():
+        raise ValidationError(f"path: file not found: {p}")
+    suffix = p.suffix.lower()
+    if suffix == ".npz":
+        arrays = load_npz(p)
+        missing = {"X", "y"} - set(arrays)
+        if missing:
+            raise ValidationError(f"{p}: .npz must hold arrays 'X' and 'y'; missing {sorted(missing)}")
+        X = arrays["X"]
+        if X.ndim > 2:  # images (n, h, w[, c]) are flattened to rows
+            X = X.reshape(X.shape[0], -1)
+        return _validated(p.stem, X, arrays["y"], f"user file {p.name}", source=str(p))
+    if suffix in (".csv", ".parquet"):
+        import pandas as pd
+
+        try:
+            df = pd.read_csv(p) if suffix == ".csv" else pd.read_parquet(p)
+        except Exception as exc:  # pandas raises many types for malformed files
+            raise ValidationError(f"{p}: cannot be read as {suffix} ({type(exc).__name__}: {exc})") from None
+        if df.empty:
+            raise ValidationError(f"{p}: file holds no rows")
+        if label_column not in df.columns:
+            raise ValidationError(f"label_column: {label_column!r} is not a column of {p} (columns: {list(df.columns)[:10]})")
+        y = df[label_column].to_numpy()
+        feats = df.drop(columns=[label_column])
+        non_numeric = [c for c in feats.columns if not np.issubdtype(feats[c].dtype, np.number)]
+        if non_numeric:
+            raise ValidationError(f"{p}: feature columns must be numeric; non-numeric: {non_numeric[:5]}")
+        if y.dtype.kind not in "iuf":
+            _, y = np.unique(y.astype(str), return_inverse=True)
+        return _validated(p.stem, feats.to_numpy(dtype=float), y, f"user file {p.name}", source=str(p))
+    raise ValidationError(f"path: unsupported file type {suffix!r}; use .npz, .csv or .parquet")
+
+
+def _public(name: str, openml_name: str, shape_hint: str) -> Callable[..., Dataset]:
+    def load(path: str | None = None, data_home: str | None = None, **_: Any) -> Dataset:
+        candidates = [Path(path)] if path else []
+        candidates.append(Path(os.environ.get("DVC_ROOT", ".")) / "data" / "raw" / f"{name}.npz")
+        for c in candidates:
+            if c.is_file():
+                ds = load_file(c)
+                return Dataset(name, ds.X, ds.y, f"{name} from {c}", {"source": str(c)})
+        try:
+            from sklearn.datasets import fetch_openml
+
+            bunch = fetch_openml(openml_name, version=1, as_frame=False, data_home=data_home, parser="liac-arff")
+        except Exception as exc:  # no network, or OpenML unavailable
+            raise ValidationError(
+                f"{name}: not available offline and the download failed ({type(exc).__name__}). "
+                f"Provide the data as an .npz with arrays X ({shape_hint}) and y (labels) at "
+                f"data/raw/{name}.npz, or pass path=<file.npz>."
+            ) from None
+        _, y = np.unique(bunch.target, return_inverse=True)
+        return _validated(name, bunch.data, y, f"{name} from OpenML", source="openml")
+
+    return load
+
+
+#: name → (loader, kind, one-line description)
+DATASETS: dict[str, tuple[Callable[..., Dataset], str, str]] = {
+    "digits": (_sklearn("load_digits", "8×8 handwritten digits, 1,797 × 64, 10 classes"), "embedded", "scikit-learn digits (8×8 images)"),
+    "breast_cancer": (_sklearn("load_breast_cancer", "Wisconsin breast cancer, 569 × 30, 2 classes"), "embedded", "scikit-learn breast cancer (tabular)"),
+    "wine": (_sklearn("load_wine", "wine recognition, 178 × 13, 3 classes"), "embedded", "scikit-learn wine (tabular)"),
+    "gaussian_mixture": (gaussian_mixture, "generated", "Gaussian clusters (n_samples, n_features, n_classes)"),
+    "low_rank": (low_rank, "generated", "low-rank embeddings (n_samples, n_features, rank)"),
+    "adult_like": (adult_like, "generated", "tabular set of Adult's size (generated)"),
+    "file": (load_file, "user", "your .npz (X, y) or .csv/.parquet with a label column"),
+    "mnist": (_public("mnist", "mnist_784", "70000 × 784"), "public", "MNIST (local .npz or OpenML download)"),
+    "fashion_mnist": (_public("fashion_mnist", "Fashion-MNIST", "70000 × 784"), "public", "Fashion-MNIST (local .npz or OpenML)"),
+    "cifar10": (_public("cifar10", "CIFAR_10", "60000 × 3072"), "public", "CIFAR-10 (local .npz or OpenML)"),
+}
+
+
+def load_dataset(name: str, **options: Any) -> Dataset:
+    """Load the dataset registered as ``name`` with loader ``options`` (e.g. ``path=``, ``seed=``)."""
+    try:
+        loader = DATASETS[name][0]
+    except KeyError:
+        raise ValidationError(f"dataset: must be one of {sorted(DATASETS)}, got {name!r}") from None
+    return loader(**options)
+
+
+def describe_datasets() -> list[dict[str, str]]:
+    """One row per registered dataset: name, kind and description (for ``veilbench datasets``)."""
+    return [{"name": k, "kind": v[1], "description": v[2]} for k, v in DATASETS.items()]

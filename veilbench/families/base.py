@@ -1,0 +1,65 @@
+"""The contract between a method family and the pipeline stages.
+
+A *cell* is one configuration of one family (e.g. ScoreShield Gaussian vector release at
+ε = 1 on digits/PCA). The pipeline runs each cell through the stages
+``release → integrate → attack → evaluate`` once per seed, after the generic
+``prepare`` (load, split, partition) and ``embed`` (encode) stages.
+
+Every family module exposes
+
+* ``Params``: a pydantic model of the family's cell options (``extra="forbid"``, every range
+  checked), validated before any work starts;
+* four stage functions with one signature::
+
+      def release(inputs: StageInputs, params: Params, seed: int) -> StageOutput
+      def integrate(inputs: StageInputs, params: Params, seed: int) -> StageOutput
+      def attack(inputs: StageInputs, params: Params, seed: int) -> StageOutput
+      def evaluate(inputs: StageInputs, params: Params, seed: int) -> StageOutput
+
+``inputs`` maps each earlier stage name (``"prepare"``, ``"embed"``, ``"release"``, …) to the
+arrays that stage produced for this cell and seed. A stage returns plain arrays (saved as an
+``.npz`` with ``allow_pickle=False``), scalar metrics (logged to MLflow, written to JSON) and a
+JSON-able ``info`` dict (solver diagnostics, the σ used, …). ``evaluate`` returns metrics only.
+
+Arrays produced by ``prepare`` (see :mod:`veilbench.datasets.partition`):
+``X_train (n, p)``, ``y_train (n,)``, ``party_train (n,)`` (party/client index of each record),
+``X_test (m, p)``, ``y_test (m,)``. ``embed`` produces ``Z_train (n, k)`` and ``Z_test (m, k)``
+(plus the prepare arrays passed through by the pipeline).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+StageInputs = Mapping[str, Mapping[str, np.ndarray]]
+
+STAGES: tuple[str, ...] = ("release", "integrate", "attack", "evaluate")
+
+
+class FamilyParams(BaseModel):
+    """Base of every family's ``Params``: unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+@dataclass
+class StageOutput:
+    """What a stage hands to the next: arrays to save, metrics to log, diagnostics to record."""
+
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)
+    metrics: dict[str, float] = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+class StageFunction(Protocol):
+    def __call__(self, inputs: StageInputs, params: Any, seed: int) -> StageOutput: ...
+
+
+def passthrough(inputs: StageInputs, params: Any, seed: int) -> StageOutput:
+    """A stage a family does not need: produces nothing, recorded as a pass-through."""
+    return StageOutput(info={"passthrough": True})

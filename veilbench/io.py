@@ -1,0 +1,137 @@
+"""Stage hand-off files: an ``arrays.npz`` plus a ``manifest.json``, written atomically.
+
+A stage directory holds
+
+* ``arrays.npz``: named numeric arrays, loaded back with ``allow_pickle=False`` (no pickle is
+  ever read);
+* ``manifest.json``: ``{"stage", "shapes", "dtypes", "seed", "params", "info", "metrics"}``
+  so a reader can check what it got without loading the arrays.
+
+Writes go to a temporary sibling directory that is renamed into place, so a killed stage
+leaves either the old complete output or none, never a half-written one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from veilbench.validation import ValidationError
+
+ARRAYS = "arrays.npz"
+MANIFEST = "manifest.json"
+
+
+def _jsonable(obj: Any) -> Any:
+    if isinstance(obj, Mapping):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """Write ``text`` to ``path`` via a temporary file and ``os.replace``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json(path: str | Path, obj: Any) -> None:
+    """Atomically write ``obj`` as indented, key-sorted JSON."""
+    atomic_write_text(path, json.dumps(_jsonable(obj), indent=2, sort_keys=True) + "\n")
+
+
+def read_json(path: str | Path) -> Any:
+    with open(path, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def write_bundle(
+    directory: str | Path,
+    arrays: Mapping[str, np.ndarray],
+    manifest: Mapping[str, Any],
+) -> Path:
+    """Atomically (re)create ``directory`` holding ``arrays.npz`` and ``manifest.json``."""
+    directory = Path(directory)
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    clean = {}
+    for key, value in arrays.items():
+        arr = np.asarray(value)
+        if arr.dtype == object:
+            raise ValidationError(f"arrays[{key!r}]: object arrays cannot be saved (no pickles)")
+        clean[key] = arr
+    full_manifest = dict(manifest)
+    full_manifest["shapes"] = {k: list(v.shape) for k, v in clean.items()}
+    full_manifest["dtypes"] = {k: str(v.dtype) for k, v in clean.items()}
+    tmp = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}."))
+    try:
+        np.savez_compressed(tmp / ARRAYS, **clean)
+        (tmp / MANIFEST).write_text(json.dumps(_jsonable(full_manifest), indent=2, sort_keys=True) + "\n")
+        if directory.exists():
+            old = directory.with_name(f".{directory.name}.old")
+            shutil.rmtree(old, ignore_errors=True)
+            directory.rename(old)
+            tmp.rename(directory)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            tmp.rename(directory)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return directory
+
+
+def load_npz(path: str | Path) -> dict[str, np.ndarray]:
+    """Load every array of an ``.npz`` without ever unpickling.
+
+    Raises :class:`ValidationError` naming the file when it is missing, truncated, not an npz,
+    or holds an object (pickled) array.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ValidationError(f"{path}: file not found")
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            return {k: data[k] for k in data.files}
+    except ValueError as exc:
+        if "pickle" in str(exc).lower() or "object" in str(exc).lower():
+            raise ValidationError(f"{path}: holds a pickled/object array; only numeric arrays are accepted") from None
+        raise ValidationError(f"{path}: not a readable .npz file ({exc})") from None
+    except (zipfile.BadZipFile, OSError, EOFError) as exc:
+        raise ValidationError(f"{path}: not a readable .npz file (truncated or corrupt: {exc})") from None
+
+
+def read_bundle(directory: str | Path) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """Load a stage directory written by :func:`write_bundle`; checks shapes against the manifest."""
+    directory = Path(directory)
+    manifest_path = directory / MANIFEST
+    if not manifest_path.is_file():
+        raise ValidationError(f"{directory}: missing {MANIFEST}; run the stage that produces it first")
+    manifest = read_json(manifest_path)
+    arrays = load_npz(directory / ARRAYS)
+    for key, shape in manifest.get("shapes", {}).items():
+        if key not in arrays or list(arrays[key].shape) != list(shape):
+            raise ValidationError(f"{directory}: array {key!r} does not match its manifest shape {shape}")
+    return arrays, manifest

@@ -1,0 +1,1 @@
+"""Utility and privacy metrics shared by every family."""
