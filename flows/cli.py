@@ -73,7 +73,9 @@ def run(
             cmd = [sys.executable, "-m", "flows.benchmark"] + (["--params", str(params)] if params else [])
         else:
             cmd = [sys.executable, "-m", "dvc", "repro"] + (["--force"] if force else []) + ([stage] if stage else [])
-        code = subprocess.call(cmd, cwd=root, env={**os.environ, "PREFECT_API_URL": url})
+        # dvc.yaml commands call `python`: make it this interpreter (the project venv).
+        path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+        code = subprocess.call(cmd, cwd=root, env={**os.environ, "PREFECT_API_URL": url, "PATH": path})
     if code != 0:
         raise typer.Exit(code)
     console.print(f"done: see {root / 'reports' / 'index.md'}")

@@ -21,9 +21,13 @@ from tasks.paths import repo_root
 
 
 def tracking_uri(root: Path | None = None) -> str:
-    """``$MLFLOW_TRACKING_URI`` when set, else ``sqlite:///<repo root>/mlflow.db`` (absolute)."""
-    if os.environ.get("MLFLOW_TRACKING_URI"):
-        return os.environ["MLFLOW_TRACKING_URI"]
+    """``$VEILBENCH_TRACKING_URI`` when set, else ``sqlite:///<repo root>/mlflow.db`` (absolute).
+
+    (``MLFLOW_TRACKING_URI`` is deliberately not read: ``mlflow.set_tracking_uri`` writes it into
+    the process environment, which would silently redirect later stages to another store.)
+    """
+    if os.environ.get("VEILBENCH_TRACKING_URI"):
+        return os.environ["VEILBENCH_TRACKING_URI"]
     return f"sqlite:///{(root or repo_root()) / 'mlflow.db'}"
 
 

@@ -112,6 +112,8 @@ def load_npz(path: str | Path) -> dict[str, np.ndarray]:
     path = Path(path)
     if not path.is_file():
         raise ValidationError(f"{path}: file not found")
+    if not zipfile.is_zipfile(path):
+        raise ValidationError(f"{path}: not a readable .npz file (not a zip archive: truncated or corrupt)")
     try:
         with np.load(path, allow_pickle=False) as data:
             return {k: data[k] for k in data.files}

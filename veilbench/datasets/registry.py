@@ -127,10 +127,12 @@ def load_file(path: str | os.PathLike | None = None, label_column: str = "label"
             raise ValidationError(f"label_column: {label_column!r} is not a column of {p} (columns: {list(df.columns)[:10]})")
         y = df[label_column].to_numpy()
         feats = df.drop(columns=[label_column])
-        non_numeric = [c for c in feats.columns if not np.issubdtype(feats[c].dtype, np.number)]
+        import pandas.api.types as ptypes
+
+        non_numeric = [c for c in feats.columns if not ptypes.is_numeric_dtype(feats[c].dtype)]
         if non_numeric:
             raise ValidationError(f"{p}: feature columns must be numeric; non-numeric: {non_numeric[:5]}")
-        if y.dtype.kind not in "iuf":
+        if getattr(y.dtype, "kind", "O") not in "iuf":
             _, y = np.unique(y.astype(str), return_inverse=True)
         return _validated(p.stem, feats.to_numpy(dtype=float), y, f"user file {p.name}", source=str(p))
     raise ValidationError(f"path: unsupported file type {suffix!r}; use .npz, .csv or .parquet")

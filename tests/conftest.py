@@ -1,0 +1,95 @@
+"""Shared fixtures: quiet, bounded environment; a tiny params.yaml; one Prefect test server.
+
+Environment is set before Prefect/MLflow are imported anywhere: telemetry off, threads ≤ 1,
+PREFECT_HOME in a temporary folder (never the user's), a generous server start-up timeout.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+_HOME = tempfile.mkdtemp(prefix="veilbench-test-prefect-")
+for key, value in {
+    "PREFECT_HOME": _HOME,
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",
+    "PREFECT_LOGGING_LEVEL": "WARNING",
+    "DO_NOT_TRACK": "1",
+    "MLFLOW_DISABLE_TELEMETRY": "true",
+    "DVC_NO_ANALYTICS": "1",
+    "TQDM_DISABLE": "1",
+    "OMP_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "NUMBA_NUM_THREADS": "1",
+}.items():
+    os.environ.setdefault(key, value)
+os.environ.pop("PREFECT_API_URL", None)
+os.environ.pop("MLFLOW_TRACKING_URI", None)
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def tiny_params(**overrides: object) -> dict:
+    """A small but complete params mapping: digits subsample, PCA-8, a clean and a private cell."""
+    params = {
+        "seed": 0,
+        "tracking": {"experiment": "veilbench-test"},
+        "datasets": {"digits": {"source": "digits", "test_size": 0.3, "n_parties": 3, "max_records": 300}},
+        "embeddings": {"digits-pca": {"dataset": "digits", "encoder": "pca", "dim": 8}},
+        "cells": {
+            "ss-clean": {"family": "scoreshield", "embedding": "digits-pca", "seeds": [0],
+                         "params": {"mechanism": "clean", "n_queries": 30, "audit_releases": 400}},
+            "ss-gauss": {"family": "scoreshield", "embedding": "digits-pca", "seeds": [0, 1],
+                         "params": {"mechanism": "gaussian", "epsilon": 4.0, "delta": 1e-5, "n_queries": 30,
+                                    "audit_releases": 400}},
+        },
+        "report": {"title": "test report", "frontiers": [
+            {"name": "ss-frontier", "family": "scoreshield", "x": "param:epsilon",
+             "y": "utility_verification_accuracy", "group_by": "mechanism"}]},
+    }
+    params.update(overrides)
+    return params
+
+
+@pytest.fixture
+def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A repo-like folder with a tiny params.yaml; stages read and write under it."""
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(tiny_params(), sort_keys=False))
+    monkeypatch.setenv("VEILBENCH_ROOT", str(tmp_path))
+    monkeypatch.delenv("DVC_ROOT", raising=False)
+    return tmp_path
+
+
+@pytest.fixture(scope="session")
+def migrated_mlflow_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An MLflow SQLite store migrated once per session (migrations cost ~7 s)."""
+    from mlflow.tracking import MlflowClient
+
+    path = tmp_path_factory.mktemp("mlflow") / "mlflow.db"
+    MlflowClient(tracking_uri=f"sqlite:///{path}").search_experiments()
+    return path
+
+
+@pytest.fixture
+def mlflow_store(workdir: Path, migrated_mlflow_db: Path) -> Path:
+    """A private copy of the migrated store at ``<workdir>/mlflow.db`` (the default location)."""
+    dest = workdir / "mlflow.db"
+    shutil.copy(migrated_mlflow_db, dest)
+    return dest
+
+
+@pytest.fixture(scope="session")
+def prefect_server() -> str:
+    """One Prefect test server for the whole session; yields its API URL."""
+    from prefect.settings import PREFECT_API_URL
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=120):
+        yield PREFECT_API_URL.value()

@@ -1,0 +1,111 @@
+"""params.yaml validation: every bad value is an error naming its key and the allowed range."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.conftest import tiny_params
+from veilbench.config import ConfigError, load_config, validate_config
+
+
+def _with(path: str, value: object) -> dict:
+    params = copy.deepcopy(tiny_params())
+    node = params
+    keys = path.split(".")
+    for k in keys[:-1]:
+        node = node[k]
+    node[keys[-1]] = value
+    return params
+
+
+def test_tiny_params_are_valid() -> None:
+    cfg = validate_config(tiny_params())
+    assert set(cfg.cells) == {"ss-clean", "ss-gauss"}
+    assert cfg.family_params("ss-gauss").epsilon == 4.0
+
+
+BAD = [
+    ("unknown top-level key", _with("colour", "blue"), "colour", "unknown key"),
+    ("unknown dataset key", _with("datasets.digits.n_partys", 2), "datasets.digits.n_partys", "unknown key"),
+    ("unknown cell param", _with("cells.ss-gauss.params.epsilom", 1.0), "cells.ss-gauss.params.epsilom", "unknown key"),
+    ("epsilon zero", _with("cells.ss-gauss.params.epsilon", 0.0), "cells.ss-gauss.params.epsilon", "greater than 0"),
+    ("epsilon negative", _with("cells.ss-gauss.params.epsilon", -1.0), "cells.ss-gauss.params.epsilon", "greater than 0"),
+    ("delta one", _with("cells.ss-gauss.params.delta", 1.0), "cells.ss-gauss.params.delta", "less than 1"),
+    ("delta zero", _with("cells.ss-gauss.params.delta", 0.0), "cells.ss-gauss.params.delta", "greater than 0"),
+    ("negative sensitivity", _with("cells.ss-gauss.params.sensitivity", -2.0), "cells.ss-gauss.params.sensitivity", "greater than 0"),
+    ("epsilon wrong type", _with("cells.ss-gauss.params.epsilon", "lots"), "cells.ss-gauss.params.epsilon", "number"),
+    ("test_size out of range", _with("datasets.digits.test_size", 1.5), "datasets.digits.test_size", "less than 1"),
+    ("zero parties", _with("datasets.digits.n_parties", 0), "datasets.digits.n_parties", "greater than or equal to 1"),
+    ("more parties than records", _with("datasets.digits.n_parties", 500), "datasets.digits.n_parties", "more parties"),
+    ("unknown dataset source", _with("datasets.digits.source", "imagenet"), "datasets.digits.source", "must be one of"),
+    ("unknown encoder", _with("embeddings.digits-pca.encoder", "bert"), "embeddings.digits-pca.encoder", "Input should be"),
+    ("dim zero", _with("embeddings.digits-pca.dim", 0), "embeddings.digits-pca.dim", "greater than or equal to 1"),
+    ("unknown family", _with("cells.ss-gauss.family", "magic"), "cells.ss-gauss.family", "must be one of"),
+    ("dangling embedding", _with("cells.ss-gauss.embedding", "nope"), "cells.ss-gauss.embedding", "not in embeddings"),
+    ("dangling dataset", _with("embeddings.digits-pca.dataset", "nope"), "embeddings.digits-pca.dataset", "not in datasets"),
+    ("duplicate seeds", _with("cells.ss-gauss.seeds", [1, 1]), "cells.ss-gauss.seeds", "distinct"),
+    ("empty seeds", _with("cells.ss-gauss.seeds", []), "cells.ss-gauss.seeds", "at least 1"),
+    ("unknown mechanism", _with("cells.ss-gauss.params.mechanism", "laplace"), "cells.ss-gauss.params.mechanism", "Input should be"),
+]
+
+
+@pytest.mark.parametrize("label,params,key,fragment", BAD, ids=[b[0] for b in BAD])
+def test_bad_params_name_the_key(label: str, params: dict, key: str, fragment: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        validate_config(params)
+    message = str(err.value)
+    assert key in message, message
+    assert fragment in message, message
+
+
+def test_top_level_must_be_mapping() -> None:
+    with pytest.raises(ConfigError, match="top level must be a mapping"):
+        validate_config([1, 2])
+
+
+def test_load_config_reports_yaml_syntax_and_missing_file(tmp_path) -> None:
+    with pytest.raises(ConfigError, match="file not found"):
+        load_config(tmp_path / "absent.yaml")
+    bad = tmp_path / "params.yaml"
+    bad.write_text("datasets: {digits: [unclosed\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(bad)
+
+
+def test_repository_params_yaml_is_valid() -> None:
+    from tests.conftest import REPO
+
+    cfg = load_config(REPO / "params.yaml")
+    assert cfg.cells, "the shipped params.yaml must define at least one cell"
+
+
+@settings(max_examples=60, deadline=None)
+@given(eps=st.floats(allow_nan=True, allow_infinity=True), delta=st.floats(allow_nan=True, allow_infinity=True))
+def test_privacy_parameters_accepted_iff_in_range(eps: float, delta: float) -> None:
+    params = _with("cells.ss-gauss.params.epsilon", eps)
+    params["cells"]["ss-gauss"]["params"]["delta"] = delta
+    ok = (eps > 0 and eps != float("inf")) and (0 < delta < 1)
+    if ok:
+        assert validate_config(params).family_params("ss-gauss").epsilon == eps
+    else:
+        with pytest.raises(ConfigError):
+            validate_config(params)
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+                         lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=5), c, max_size=3),
+                         max_leaves=8))
+def test_arbitrary_yaml_never_crashes_the_validator(data: object) -> None:
+    """Any parsed YAML either validates or raises ConfigError — never another exception."""
+    try:
+        validate_config(data)
+    except ConfigError:
+        pass
+    text = yaml.safe_dump(data)
+    assert yaml.safe_load(text) == data

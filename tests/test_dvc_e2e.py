@@ -1,0 +1,64 @@
+"""``dvc repro`` end to end in a temporary git repository on tiny params.
+
+Checks the reproducibility contract: a second ``dvc repro`` reruns nothing, and changing one ε
+reruns only the stages of the cell that holds it (plus the report).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import REPO, tiny_params
+
+pytestmark = pytest.mark.slow
+
+
+def _run(cmd: list[str], cwd: Path, env: dict[str, str]) -> str:
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, f"{cmd} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc.stdout + proc.stderr
+
+
+def _stages_run(output: str) -> set[str]:
+    return {line.split("'")[1] for line in output.splitlines() if line.startswith("Running stage '")}
+
+
+@pytest.fixture
+def dvc_repo(tmp_path: Path, prefect_server: str) -> tuple[Path, dict[str, str]]:
+    for item in ("veilbench", "tasks", "flows"):
+        shutil.copytree(REPO / item, tmp_path / item, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / "dvc.yaml", tmp_path / "dvc.yaml")
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(tiny_params(), sort_keys=False))
+    (tmp_path / ".gitignore").write_text("mlflow.db\n__pycache__/\n")
+    env = {**os.environ, "PREFECT_API_URL": prefect_server, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@x", "VEILBENCH_ROOT": str(tmp_path),
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}  # `python` in dvc.yaml
+    dvc = [sys.executable, "-m", "dvc"]
+    _run(["git", "init", "-q"], tmp_path, env)
+    _run([*dvc, "init", "-q"], tmp_path, env)
+    _run(["git", "add", "-A"], tmp_path, env)
+    _run(["git", "commit", "-qm", "init"], tmp_path, env)
+    return tmp_path, env
+
+
+def test_dvc_repro_is_incremental(dvc_repo: tuple[Path, dict[str, str]]) -> None:
+    root, env = dvc_repo
+    dvc = [sys.executable, "-m", "dvc"]
+    first = _stages_run(_run([*dvc, "repro"], root, env))
+    assert {"prepare@digits", "embed@digits-pca", "release@ss-gauss", "evaluate@ss-clean", "report"} <= first
+    assert (root / "reports/index.md").is_file() and (root / "reports/cells/ss-gauss/metrics.json").is_file()
+
+    assert _stages_run(_run([*dvc, "repro"], root, env)) == set(), "a second repro must rerun nothing"
+
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["cells"]["ss-gauss"]["params"]["epsilon"] = 8.0
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    third = _stages_run(_run([*dvc, "repro"], root, env))
+    assert third == {"release@ss-gauss", "integrate@ss-gauss", "attack@ss-gauss", "evaluate@ss-gauss", "report"}

@@ -1,0 +1,39 @@
+"""Prefect flows under one session-scoped test server, and the scheduled deployments."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def test_benchmark_flow_runs_every_stage(prefect_server: str, workdir: Path, mlflow_store: Path) -> None:
+    from flows.benchmark import benchmark
+
+    out = benchmark(params_path=str(workdir / "params.yaml"), cells=["ss-gauss"])
+    assert Path(out) == workdir / "reports/index.md"
+    metrics = json.loads((workdir / "reports/cells/ss-gauss/metrics.json").read_text())
+    assert set(metrics["per_seed"]) == {"0", "1"}
+    assert not (workdir / "reports/cells/ss-clean").exists(), "only the named cell runs"
+
+
+def test_stage_flow_cli_rejects_bad_params_before_work(prefect_server: str, workdir: Path) -> None:
+    from flows.release import release_flow
+    from flows._stage import main
+
+    (workdir / "params.yaml").write_text("seed: -1\ndatasets: {}\nembeddings: {}\ncells: {}\n")
+    assert main("release", release_flow, ["--params", str(workdir / "params.yaml")]) == 2
+    assert not (workdir / "data").exists()
+
+
+def test_deployments_have_the_schedules() -> None:
+    from flows.deploy import NIGHTLY_CRON, WEEKLY_CRON, build_deployments
+
+    nightly, weekly = build_deployments()
+    crons = [[s.schedule.cron for s in d.schedules] for d in (nightly, weekly)]
+    assert crons == [[NIGHTLY_CRON], [WEEKLY_CRON]]
+    assert nightly.name == "nightly" and nightly.parameters == {"params_path": "params.yaml"}
+    assert weekly.parameters == {"params_path": "params.large.yaml"}

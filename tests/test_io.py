@@ -1,0 +1,59 @@
+"""Stage hand-off files: atomic, pickle-free, checked against their manifest."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from veilbench.io import load_npz, read_bundle, write_bundle, write_json
+from veilbench.validation import ValidationError
+
+
+def test_bundle_roundtrip_records_shapes_and_params(tmp_path) -> None:
+    arrays = {"a": np.arange(6.0).reshape(2, 3), "b": np.array([1, 2, 3])}
+    out = write_bundle(tmp_path / "stage", arrays, {"stage": "x", "seed": 3, "params": {"eps": 1.0}})
+    got, manifest = read_bundle(out)
+    assert manifest["shapes"] == {"a": [2, 3], "b": [3]} and manifest["seed"] == 3
+    assert manifest["params"] == {"eps": 1.0}
+    assert all(np.array_equal(got[k], arrays[k]) for k in arrays)
+
+
+def test_rewrite_replaces_whole_directory_and_leaves_no_temporaries(tmp_path) -> None:
+    write_bundle(tmp_path / "stage", {"old": np.ones(2)}, {"stage": "x"})
+    write_bundle(tmp_path / "stage", {"new": np.zeros(3)}, {"stage": "x"})
+    got, _ = read_bundle(tmp_path / "stage")
+    assert set(got) == {"new"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["stage"]
+
+
+def test_failed_write_keeps_previous_output(tmp_path) -> None:
+    write_bundle(tmp_path / "stage", {"keep": np.ones(2)}, {"stage": "x"})
+    with pytest.raises(ValidationError, match="object arrays"):
+        write_bundle(tmp_path / "stage", {"bad": np.array([{}, {}], dtype=object)}, {"stage": "x"})
+    got, _ = read_bundle(tmp_path / "stage")
+    assert set(got) == {"keep"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["stage"]
+
+
+def test_manifest_mismatch_and_missing_manifest_are_errors(tmp_path) -> None:
+    out = write_bundle(tmp_path / "stage", {"a": np.ones((2, 2))}, {"stage": "x"})
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["shapes"]["a"] = [3, 3]
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ValidationError, match="does not match its manifest"):
+        read_bundle(out)
+    with pytest.raises(ValidationError, match="missing manifest.json"):
+        read_bundle(tmp_path / "nothing")
+
+
+def test_load_npz_never_unpickles(tmp_path) -> None:
+    np.savez(tmp_path / "p.npz", x=np.array([object()], dtype=object))
+    with pytest.raises(ValidationError, match="pickled"):
+        load_npz(tmp_path / "p.npz")
+
+
+def test_write_json_is_sorted_and_handles_numpy(tmp_path) -> None:
+    write_json(tmp_path / "m.json", {"b": np.float64(1.5), "a": np.arange(2)})
+    assert json.loads((tmp_path / "m.json").read_text()) == {"a": [0, 1], "b": 1.5}
