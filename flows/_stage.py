@@ -15,10 +15,10 @@ from tasks.common import load_params
 STAGE_KEYS: dict[str, tuple[str, str]] = {
     "prepare": ("datasets", "dataset"),
     "embed": ("embeddings", "embedding"),
-    "release": ("cells", "cell"),
-    "integrate": ("cells", "cell"),
-    "attack": ("cells", "cell"),
-    "evaluate": ("cells", "cell"),
+    "release": ("sweeps", "sweep"),
+    "integrate": ("sweeps", "sweep"),
+    "attack": ("sweeps", "sweep"),
+    "evaluate": ("sweeps", "sweep"),
 }
 
 

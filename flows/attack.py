@@ -1,4 +1,4 @@
-"""Flow for the ``attack`` stage: ``python -m flows.attack [--cell NAME] [--params params.yaml]``."""
+"""Flow for the ``attack`` stage: ``python -m flows.attack [--sweep NAME] [--params params.yaml]``."""
 
 import sys
 

@@ -1,7 +1,7 @@
 """The whole pipeline as one Prefect flow: ``python -m flows.benchmark [--params params.yaml]``.
 
 Runs prepare → embed → release → integrate → attack → evaluate → report for every dataset,
-embedding and cell of ``params.yaml`` in one process (one Prefect server start, imports paid
+embedding and sweep of ``params.yaml`` in one process (one Prefect server start, imports paid
 once). Within a stage, independent items are submitted concurrently to the flow's task runner.
 ``veilbench run`` uses DVC instead, which reruns only what changed; this flow always recomputes.
 """
@@ -26,11 +26,11 @@ CELL_TASKS = (release_task, integrate_task, attack_task, evaluate_task)
 
 
 @flow(name="benchmark", log_prints=True)
-def benchmark(params_path: str | None = None, cells: list[str] | None = None) -> str:
-    """Run every stage for the configured (or the named) cells and rebuild the report."""
+def benchmark(params_path: str | None = None, sweeps: list[str] | None = None) -> str:
+    """Run every stage for the configured (or the named) sweeps and rebuild the report."""
     cfg = load_params(params_path)
-    names = cells or list(cfg.cells)
-    embeddings = sorted({cfg.cells[c].embedding for c in names})
+    names = sweeps or list(cfg.sweeps)
+    embeddings = sorted({cfg.sweeps[c].embedding for c in names})
     datasets = sorted({cfg.embeddings[e].dataset for e in embeddings})
     for f in [prepare_task.submit(d, params_path) for d in datasets]:
         f.result()
@@ -45,13 +45,13 @@ def benchmark(params_path: str | None = None, cells: list[str] | None = None) ->
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m flows.benchmark", description=__doc__.splitlines()[0])
     parser.add_argument("--params", default=None, help="path to params.yaml (default: at the repo root)")
-    parser.add_argument("--cell", action="append", dest="cells", metavar="NAME", help="run only these cells")
+    parser.add_argument("--sweep", action="append", dest="sweeps", metavar="NAME", help="run only these sweeps")
     args = parser.parse_args(argv)
     from veilbench.validation import ValidationError
 
     try:
         load_params(args.params)
-        print(benchmark(params_path=args.params, cells=args.cells))
+        print(benchmark(params_path=args.params, sweeps=args.sweeps))
     except (ValidationError, KeyError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

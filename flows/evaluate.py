@@ -1,4 +1,4 @@
-"""Flow for the ``evaluate`` stage: ``python -m flows.evaluate [--cell NAME] [--params params.yaml]``."""
+"""Flow for the ``evaluate`` stage: ``python -m flows.evaluate [--sweep NAME] [--params params.yaml]``."""
 
 import sys
 

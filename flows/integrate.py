@@ -1,4 +1,4 @@
-"""Flow for the ``integrate`` stage: ``python -m flows.integrate [--cell NAME] [--params params.yaml]``."""
+"""Flow for the ``integrate`` stage: ``python -m flows.integrate [--sweep NAME] [--params params.yaml]``."""
 
 import sys
 

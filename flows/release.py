@@ -1,4 +1,4 @@
-"""Flow for the ``release`` stage: ``python -m flows.release [--cell NAME] [--params params.yaml]``."""
+"""Flow for the ``release`` stage: ``python -m flows.release [--sweep NAME] [--params params.yaml]``."""
 
 import sys
 

@@ -1,16 +1,16 @@
-"""``attack`` stage: run the cell's family ``attack`` function for every seed (see :mod:`tasks.cell`)."""
+"""``attack`` stage: run the family's ``attack`` function for every cell and seed of a sweep (see :mod:`tasks.sweep`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from tasks.cell import run_cell_stage
 from tasks.common import as_task
+from tasks.sweep import run_sweep_stage
 
 
-def attack(cell: str, params_path: str | Path | None = None, root: Path | None = None) -> Path:
-    """Run the ``attack`` stage of ``cell``; returns the output path."""
-    return run_cell_stage("attack", cell, params_path, root)
+def attack(sweep: str, params_path: str | Path | None = None, root: Path | None = None) -> Path:
+    """Run the ``attack`` stage of every cell of ``sweep``; returns the output folder."""
+    return run_sweep_stage("attack", sweep, params_path, root)
 
 
 attack_task = as_task(attack, "attack")

@@ -1,16 +1,16 @@
-"""``evaluate`` stage: run the cell's family ``evaluate`` function for every seed (see :mod:`tasks.cell`)."""
+"""``evaluate`` stage: run the family's ``evaluate`` function for every cell and seed of a sweep (see :mod:`tasks.sweep`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from tasks.cell import run_cell_stage
 from tasks.common import as_task
+from tasks.sweep import run_sweep_stage
 
 
-def evaluate(cell: str, params_path: str | Path | None = None, root: Path | None = None) -> Path:
-    """Run the ``evaluate`` stage of ``cell``; returns the output path."""
-    return run_cell_stage("evaluate", cell, params_path, root)
+def evaluate(sweep: str, params_path: str | Path | None = None, root: Path | None = None) -> Path:
+    """Run the ``evaluate`` stage of every cell of ``sweep``; returns the output folder."""
+    return run_sweep_stage("evaluate", sweep, params_path, root)
 
 
 evaluate_task = as_task(evaluate, "evaluate")

@@ -1,16 +1,16 @@
-"""``integrate`` stage: run the cell's family ``integrate`` function for every seed (see :mod:`tasks.cell`)."""
+"""``integrate`` stage: run the family's ``integrate`` function for every cell and seed of a sweep (see :mod:`tasks.sweep`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from tasks.cell import run_cell_stage
 from tasks.common import as_task
+from tasks.sweep import run_sweep_stage
 
 
-def integrate(cell: str, params_path: str | Path | None = None, root: Path | None = None) -> Path:
-    """Run the ``integrate`` stage of ``cell``; returns the output path."""
-    return run_cell_stage("integrate", cell, params_path, root)
+def integrate(sweep: str, params_path: str | Path | None = None, root: Path | None = None) -> Path:
+    """Run the ``integrate`` stage of every cell of ``sweep``; returns the output folder."""
+    return run_sweep_stage("integrate", sweep, params_path, root)
 
 
 integrate_task = as_task(integrate, "integrate")

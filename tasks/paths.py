@@ -2,8 +2,8 @@
 
 ``data/prepare/<dataset>/``          prepare  (arrays.npz + manifest.json)
 ``data/embed/<embedding>/``          embed
-``data/<stage>/<cell>/``             release, integrate, attack
-``reports/cells/<cell>/metrics.json`` evaluate (per-seed metrics, mean, 95% CI)
+``data/<stage>/<sweep>/<cell>/``     release, integrate, attack
+``reports/sweeps/<sweep>/``          evaluate (cells/<cell>.json per cell; metrics.json summary)
 ``reports/``                         report (index.md, tables, figures)
 """
 
@@ -28,9 +28,9 @@ def embed_dir(root: Path, embedding: str) -> Path:
     return root / "data" / "embed" / embedding
 
 
-def cell_dir(root: Path, stage: str, cell: str) -> Path:
-    return root / "data" / stage / cell
+def sweep_dir(root: Path, stage: str, sweep: str) -> Path:
+    return root / "data" / stage / sweep
 
 
-def metrics_path(root: Path, cell: str) -> Path:
-    return root / "reports" / "cells" / cell / "metrics.json"
+def sweep_report_dir(root: Path, sweep: str) -> Path:
+    return root / "reports" / "sweeps" / sweep

@@ -1,16 +1,16 @@
-"""``release`` stage: run the cell's family ``release`` function for every seed (see :mod:`tasks.cell`)."""
+"""``release`` stage: run the family's ``release`` function for every cell and seed of a sweep (see :mod:`tasks.sweep`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from tasks.cell import run_cell_stage
 from tasks.common import as_task
+from tasks.sweep import run_sweep_stage
 
 
-def release(cell: str, params_path: str | Path | None = None, root: Path | None = None) -> Path:
-    """Run the ``release`` stage of ``cell``; returns the output path."""
-    return run_cell_stage("release", cell, params_path, root)
+def release(sweep: str, params_path: str | Path | None = None, root: Path | None = None) -> Path:
+    """Run the ``release`` stage of every cell of ``sweep``; returns the output folder."""
+    return run_sweep_stage("release", sweep, params_path, root)
 
 
 release_task = as_task(release, "release")

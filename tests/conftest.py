@@ -37,22 +37,24 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def tiny_params(**overrides: object) -> dict:
-    """A small but complete params mapping: digits subsample, PCA-8, a clean and a private cell."""
+    """A small but complete params mapping: digits subsample, PCA-8, a sweep of 3 cells and a 1-cell sweep."""
     params = {
         "seed": 0,
         "tracking": {"experiment": "veilbench-test"},
         "datasets": {"digits": {"source": "digits", "test_size": 0.3, "n_parties": 3, "max_records": 300}},
         "embeddings": {"digits-pca": {"dataset": "digits", "encoder": "pca", "dim": 8}},
-        "cells": {
-            "ss-clean": {"family": "scoreshield", "embedding": "digits-pca", "seeds": [0],
-                         "params": {"mechanism": "clean", "n_queries": 30, "audit_releases": 400}},
-            "ss-gauss": {"family": "scoreshield", "embedding": "digits-pca", "seeds": [0, 1],
-                         "params": {"mechanism": "gaussian", "epsilon": 4.0, "delta": 1e-5, "n_queries": 30,
-                                    "audit_releases": 400}},
+        "sweeps": {
+            "ss": {"family": "scoreshield", "embedding": "digits-pca", "seeds": [0, 1],
+                   "params": {"mechanism": "gaussian", "delta": 1e-5, "n_queries": 30, "audit_releases": 400},
+                   "grid": {"epsilon": [4.0, 8.0]},
+                   "cells": [{"mechanism": "clean"}]},
+            "ss-identity": {"family": "scoreshield", "embedding": "digits-pca", "seeds": [0],
+                            "params": {"mechanism": "identity", "n_queries": 30, "audit_releases": 400}},
         },
         "report": {"title": "test report", "frontiers": [
             {"name": "ss-frontier", "family": "scoreshield", "x": "param:epsilon",
-             "y": "utility_verification_accuracy", "group_by": "mechanism"}]},
+             "y": "utility_verification_accuracy", "group_by": "mechanism",
+             "reference_groups": ["clean", "identity"]}]},
     }
     params.update(overrides)
     return params

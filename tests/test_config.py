@@ -25,32 +25,47 @@ def _with(path: str, value: object) -> dict:
 
 def test_tiny_params_are_valid() -> None:
     cfg = validate_config(tiny_params())
-    assert set(cfg.cells) == {"ss-clean", "ss-gauss"}
-    assert cfg.family_params("ss-gauss").epsilon == 4.0
+    assert list(cfg.sweeps["ss"].expand()) == ["epsilon=4.0", "epsilon=8.0", "mechanism=clean"]
+    assert cfg.family_params("ss", "epsilon=8.0").epsilon == 8.0
+    assert cfg.family_params("ss", "mechanism=clean").mechanism == "clean"
+    assert list(cfg.sweeps["ss-identity"].expand()) == ["default"]
+
+
+def test_grid_is_a_cartesian_product_over_shared_params() -> None:
+    params = _with("sweeps.ss.grid", {"epsilon": [1.0, 2.0], "calibrator": ["analytic", "conservative"]})
+    cells = validate_config(params).sweeps["ss"].expand()
+    assert len(cells) == 4 + 1
+    assert cells["epsilon=2.0_calibrator=conservative"] == {
+        "mechanism": "gaussian", "delta": 1e-5, "n_queries": 30, "audit_releases": 400,
+        "epsilon": 2.0, "calibrator": "conservative"}
 
 
 BAD = [
     ("unknown top-level key", _with("colour", "blue"), "colour", "unknown key"),
     ("unknown dataset key", _with("datasets.digits.n_partys", 2), "datasets.digits.n_partys", "unknown key"),
-    ("unknown cell param", _with("cells.ss-gauss.params.epsilom", 1.0), "cells.ss-gauss.params.epsilom", "unknown key"),
-    ("epsilon zero", _with("cells.ss-gauss.params.epsilon", 0.0), "cells.ss-gauss.params.epsilon", "greater than 0"),
-    ("epsilon negative", _with("cells.ss-gauss.params.epsilon", -1.0), "cells.ss-gauss.params.epsilon", "greater than 0"),
-    ("delta one", _with("cells.ss-gauss.params.delta", 1.0), "cells.ss-gauss.params.delta", "less than 1"),
-    ("delta zero", _with("cells.ss-gauss.params.delta", 0.0), "cells.ss-gauss.params.delta", "greater than 0"),
-    ("negative sensitivity", _with("cells.ss-gauss.params.sensitivity", -2.0), "cells.ss-gauss.params.sensitivity", "greater than 0"),
-    ("epsilon wrong type", _with("cells.ss-gauss.params.epsilon", "lots"), "cells.ss-gauss.params.epsilon", "number"),
+    ("unknown cell param", _with("sweeps.ss.params.epsilom", 1.0), "sweeps.ss[epsilon=4.0].epsilom", "unknown key"),
+    ("epsilon zero", _with("sweeps.ss.grid", {"epsilon": [0.0]}), "sweeps.ss[epsilon=0.0].epsilon", "greater than 0"),
+    ("epsilon negative", _with("sweeps.ss.grid", {"epsilon": [1.0, -1.0]}), "sweeps.ss[epsilon=-1.0].epsilon", "greater than 0"),
+    ("delta one", _with("sweeps.ss.params.delta", 1.0), "sweeps.ss[epsilon=4.0].delta", "less than 1"),
+    ("delta zero", _with("sweeps.ss.params.delta", 0.0), "sweeps.ss[mechanism=clean].delta", "greater than 0"),
+    ("negative sensitivity", _with("sweeps.ss.params.sensitivity", -2.0), "sweeps.ss[epsilon=4.0].sensitivity", "greater than 0"),
+    ("epsilon wrong type", _with("sweeps.ss.grid", {"epsilon": ["lots"]}), "sweeps.ss[epsilon=lots].epsilon", "number"),
+    ("empty grid axis", _with("sweeps.ss.grid", {"epsilon": []}), "sweeps.ss.grid", "has no values"),
+    ("repeated grid value", _with("sweeps.ss.grid", {"epsilon": [1.0, 1.0]}), "sweeps.ss.grid", "repeats a value"),
+    ("duplicate explicit cells", _with("sweeps.ss.cells", [{"mechanism": "clean"}, {"mechanism": "clean"}]), "sweeps.ss", "same configuration"),
     ("test_size out of range", _with("datasets.digits.test_size", 1.5), "datasets.digits.test_size", "less than 1"),
     ("zero parties", _with("datasets.digits.n_parties", 0), "datasets.digits.n_parties", "greater than or equal to 1"),
     ("more parties than records", _with("datasets.digits.n_parties", 500), "datasets.digits.n_parties", "more parties"),
     ("unknown dataset source", _with("datasets.digits.source", "imagenet"), "datasets.digits.source", "must be one of"),
     ("unknown encoder", _with("embeddings.digits-pca.encoder", "bert"), "embeddings.digits-pca.encoder", "Input should be"),
     ("dim zero", _with("embeddings.digits-pca.dim", 0), "embeddings.digits-pca.dim", "greater than or equal to 1"),
-    ("unknown family", _with("cells.ss-gauss.family", "magic"), "cells.ss-gauss.family", "must be one of"),
-    ("dangling embedding", _with("cells.ss-gauss.embedding", "nope"), "cells.ss-gauss.embedding", "not in embeddings"),
+    ("unknown family", _with("sweeps.ss.family", "magic"), "sweeps.ss.family", "must be one of"),
+    ("dangling embedding", _with("sweeps.ss.embedding", "nope"), "sweeps.ss.embedding", "not in embeddings"),
     ("dangling dataset", _with("embeddings.digits-pca.dataset", "nope"), "embeddings.digits-pca.dataset", "not in datasets"),
-    ("duplicate seeds", _with("cells.ss-gauss.seeds", [1, 1]), "cells.ss-gauss.seeds", "distinct"),
-    ("empty seeds", _with("cells.ss-gauss.seeds", []), "cells.ss-gauss.seeds", "at least 1"),
-    ("unknown mechanism", _with("cells.ss-gauss.params.mechanism", "laplace"), "cells.ss-gauss.params.mechanism", "Input should be"),
+    ("duplicate seeds", _with("sweeps.ss.seeds", [1, 1]), "sweeps.ss.seeds", "distinct"),
+    ("empty seeds", _with("sweeps.ss.seeds", []), "sweeps.ss.seeds", "at least 1"),
+    ("unknown mechanism", _with("sweeps.ss-identity.params.mechanism", "laplace"), "sweeps.ss-identity[default].mechanism", "Input should be"),
+    ("bad sweep name", {**tiny_params(), "sweeps": {"a b": tiny_params()["sweeps"]["ss"]}}, "sweeps.a b", "letters, digits"),
 ]
 
 
@@ -81,17 +96,18 @@ def test_repository_params_yaml_is_valid() -> None:
     from tests.conftest import REPO
 
     cfg = load_config(REPO / "params.yaml")
-    assert cfg.cells, "the shipped params.yaml must define at least one cell"
+    assert cfg.sweeps, "the shipped params.yaml must define at least one sweep"
 
 
 @settings(max_examples=60, deadline=None)
 @given(eps=st.floats(allow_nan=True, allow_infinity=True), delta=st.floats(allow_nan=True, allow_infinity=True))
 def test_privacy_parameters_accepted_iff_in_range(eps: float, delta: float) -> None:
-    params = _with("cells.ss-gauss.params.epsilon", eps)
-    params["cells"]["ss-gauss"]["params"]["delta"] = delta
+    params = _with("sweeps.ss.grid", {"epsilon": [eps]})
+    params["sweeps"]["ss"]["params"]["delta"] = delta
     ok = (eps > 0 and eps != float("inf")) and (0 < delta < 1)
     if ok:
-        assert validate_config(params).family_params("ss-gauss").epsilon == eps
+        cfg = validate_config(params)
+        assert cfg.family_params("ss", next(iter(cfg.sweeps["ss"].expand()))).epsilon == eps
     else:
         with pytest.raises(ConfigError):
             validate_config(params)

@@ -1,11 +1,13 @@
 """``dvc repro`` end to end in a temporary git repository on tiny params.
 
 Checks the reproducibility contract: a second ``dvc repro`` reruns nothing, and changing one ε
-reruns only the stages of the cell that holds it (plus the report).
+reruns only the stages of the sweep that holds it (plus the report), and inside them recomputes
+only the cell with that ε.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -52,13 +54,17 @@ def test_dvc_repro_is_incremental(dvc_repo: tuple[Path, dict[str, str]]) -> None
     root, env = dvc_repo
     dvc = [sys.executable, "-m", "dvc"]
     first = _stages_run(_run([*dvc, "repro"], root, env))
-    assert {"prepare@digits", "embed@digits-pca", "release@ss-gauss", "evaluate@ss-clean", "report"} <= first
-    assert (root / "reports/index.md").is_file() and (root / "reports/cells/ss-gauss/metrics.json").is_file()
+    assert {"prepare@digits", "embed@digits-pca", "release@ss", "evaluate@ss-identity", "report"} <= first
+    assert (root / "reports/index.md").is_file() and (root / "reports/sweeps/ss/metrics.json").is_file()
 
     assert _stages_run(_run([*dvc, "repro"], root, env)) == set(), "a second repro must rerun nothing"
 
     params = yaml.safe_load((root / "params.yaml").read_text())
-    params["cells"]["ss-gauss"]["params"]["epsilon"] = 8.0
+    params["sweeps"]["ss"]["grid"]["epsilon"] = [4.0, 16.0]
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     third = _stages_run(_run([*dvc, "repro"], root, env))
-    assert third == {"release@ss-gauss", "integrate@ss-gauss", "attack@ss-gauss", "evaluate@ss-gauss", "report"}
+    assert third == {"release@ss", "integrate@ss", "attack@ss", "evaluate@ss", "report"}
+    release = json.loads((root / "data/release/ss/sweep.json").read_text())
+    assert release["computed"] == ["epsilon=16.0"] and sorted(release["reused"]) == ["epsilon=4.0", "mechanism=clean"]
+    metrics = _run([*dvc, "metrics", "show", "--json"], root, env)
+    assert "epsilon=16.0" in metrics and "epsilon=8.0" not in metrics

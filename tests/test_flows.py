@@ -13,11 +13,11 @@ pytestmark = pytest.mark.slow
 def test_benchmark_flow_runs_every_stage(prefect_server: str, workdir: Path, mlflow_store: Path) -> None:
     from flows.benchmark import benchmark
 
-    out = benchmark(params_path=str(workdir / "params.yaml"), cells=["ss-gauss"])
+    out = benchmark(params_path=str(workdir / "params.yaml"), sweeps=["ss-identity"])
     assert Path(out) == workdir / "reports/index.md"
-    metrics = json.loads((workdir / "reports/cells/ss-gauss/metrics.json").read_text())
-    assert set(metrics["per_seed"]) == {"0", "1"}
-    assert not (workdir / "reports/cells/ss-clean").exists(), "only the named cell runs"
+    metrics = json.loads((workdir / "reports/sweeps/ss-identity/cells/default.json").read_text())
+    assert set(metrics["per_seed"]) == {"0"}
+    assert not (workdir / "reports/sweeps/ss").exists(), "only the named sweep runs"
 
 
 def test_stage_flow_cli_rejects_bad_params_before_work(prefect_server: str, workdir: Path) -> None:

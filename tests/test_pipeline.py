@@ -1,4 +1,4 @@
-"""Stage file contracts, MLflow logging and report generation, run in-process on tiny params."""
+"""Stage file contracts, MLflow logging, incremental sweeps and report generation, in-process."""
 
 from __future__ import annotations
 
@@ -7,24 +7,31 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 from tasks.attack import attack
-from tasks.cell import summarise
 from tasks.embed import embed
 from tasks.evaluate import evaluate
 from tasks.integrate import integrate
 from tasks.prepare import prepare
 from tasks.release import release
 from tasks.report import report
+from tasks.sweep import summarise
 from veilbench.io import read_bundle
 
+CELL_STAGES = (release, integrate, attack, evaluate)
 
-def _run_all(root: Path) -> None:
+
+def _run_all(root: Path, sweeps: tuple[str, ...] = ("ss", "ss-identity")) -> None:
     prepare("digits", root=root)
     embed("digits-pca", root=root)
-    for cell in ("ss-clean", "ss-gauss"):
-        for stage in (release, integrate, attack, evaluate):
-            stage(cell, root=root)
+    for sweep in sweeps:
+        for stage in CELL_STAGES:
+            stage(sweep, root=root)
+
+
+def _cell_json(root: Path, sweep: str, cell: str) -> dict:
+    return json.loads((root / "reports/sweeps" / sweep / "cells" / f"{cell}.json").read_text())
 
 
 @pytest.fixture
@@ -42,21 +49,24 @@ def test_stage_files_follow_the_contract(pipeline_run: Path) -> None:
     emb, m_emb = read_bundle(root / "data/embed/digits-pca")
     assert emb["Z_train"].shape == (210, 8) and emb["Z_test"].shape == (90, 8)
     assert m_emb["params"]["encoder"] == "pca"
-    rel, m_rel = read_bundle(root / "data/release/ss-gauss")
+    rel, m_rel = read_bundle(root / "data/release/ss/epsilon=8.0")
     assert {k.split("__")[0] for k in rel} == {"s0", "s1"}, "one array set per seed"
-    assert m_rel["seeds"] == [0, 1] and m_rel["params"]["family_params"]["epsilon"] == 4.0
+    assert m_rel["seeds"] == [0, 1] and m_rel["params"]["family_params"]["epsilon"] == 8.0
+    assert len(m_rel["input_key"]) == 64
     for stage in ("integrate", "attack"):
-        assert (root / "data" / stage / "ss-gauss" / "manifest.json").is_file()
-    metrics = json.loads((root / "reports/cells/ss-gauss/metrics.json").read_text())
+        assert (root / "data" / stage / "ss" / "mechanism=clean" / "manifest.json").is_file()
+    metrics = _cell_json(root, "ss", "epsilon=4.0")
     assert set(metrics["per_seed"]) == {"0", "1"}
     acc = metrics["summary"]["utility_verification_accuracy"]
     assert 0.0 <= acc["mean"] <= 1.0 and acc["n"] == 2
+    summary = json.loads((root / "reports/sweeps/ss/metrics.json").read_text())
+    assert set(summary) == {"epsilon=4.0", "epsilon=8.0", "mechanism=clean"}
 
 
-def test_private_cell_has_less_utility_than_clean(pipeline_run: Path) -> None:
-    clean = json.loads((pipeline_run / "reports/cells/ss-clean/metrics.json").read_text())["summary"]
-    noisy = json.loads((pipeline_run / "reports/cells/ss-gauss/metrics.json").read_text())["summary"]
-    assert noisy["utility_roc_auc"]["mean"] < clean["utility_roc_auc"]["mean"]
+def test_private_cells_have_less_utility_than_clean(pipeline_run: Path) -> None:
+    auc = {c: _cell_json(pipeline_run, "ss", c)["summary"]["utility_roc_auc"]["mean"]
+           for c in ("epsilon=4.0", "epsilon=8.0", "mechanism=clean")}
+    assert auc["epsilon=4.0"] < auc["mechanism=clean"] and auc["epsilon=8.0"] < auc["mechanism=clean"]
 
 
 def test_every_stage_run_is_logged_to_mlflow(pipeline_run: Path) -> None:
@@ -64,35 +74,59 @@ def test_every_stage_run_is_logged_to_mlflow(pipeline_run: Path) -> None:
 
     mlflow.set_tracking_uri(f"sqlite:///{pipeline_run / 'mlflow.db'}")
     runs = mlflow.search_runs(experiment_names=["veilbench-test"])
-    assert len(runs) == 2 + 2 * 4
+    assert len(runs) == 2 + (3 + 1) * 4, "prepare, embed, then one run per cell and stage"
     assert set(runs["tags.stage"]) == {"prepare", "embed", "release", "integrate", "attack", "evaluate"}
-    ev = runs[(runs["tags.stage"] == "evaluate") & (runs["tags.cell"] == "ss-gauss")].iloc[0]
-    for tag in ("dataset", "family", "method", "seeds", "git_rev", "params_hash"):
+    ev = runs[(runs["tags.stage"] == "evaluate") & (runs["tags.cell"] == "epsilon=8.0")].iloc[0]
+    for tag in ("sweep", "dataset", "family", "method", "seeds", "git_rev", "params_hash"):
         assert ev[f"tags.{tag}"], tag
     assert ev["tags.method"] == "gaussian" and ev["tags.seeds"] == "0,1"
-    assert ev["params.family_params.epsilon"] == "4.0"
+    assert ev["params.family_params.epsilon"] == "8.0"
     assert 0.0 <= ev["metrics.utility_verification_accuracy"] <= 1.0
     assert (runs["status"] == "FINISHED").all()
+
+
+def test_changing_one_epsilon_recomputes_only_that_cell(pipeline_run: Path) -> None:
+    root = pipeline_run
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["sweeps"]["ss"]["grid"]["epsilon"] = [4.0, 16.0]
+    (root / "params.yaml").write_text(yaml.safe_dump(params))
+    before = _cell_json(root, "ss", "epsilon=4.0")
+    for stage in CELL_STAGES[:-1]:
+        stage("ss", root=root)
+        sweep = json.loads((root / "data" / stage.__name__ / "ss" / "sweep.json").read_text())
+        assert sweep["computed"] == ["epsilon=16.0"], stage.__name__
+        assert sorted(sweep["reused"]) == ["epsilon=4.0", "mechanism=clean"]
+        assert not (root / "data" / stage.__name__ / "ss" / "epsilon=8.0").exists(), "stale cell removed"
+    evaluate("ss", root=root)
+    assert _cell_json(root, "ss", "epsilon=4.0") == before
+    assert set(json.loads((root / "reports/sweeps/ss/metrics.json").read_text())) == {
+        "epsilon=4.0", "epsilon=16.0", "mechanism=clean"}
 
 
 def test_report_builds_tables_and_figures(pipeline_run: Path) -> None:
     out = report(root=pipeline_run)
     text = out.read_text()
-    assert "ss-gauss" in text and "ss-clean" in text
-    assert (pipeline_run / "reports/tables/scoreshield.csv").is_file()
+    assert "epsilon=8.0" in text and "mechanism=clean" in text and "ss-identity" in text
+    table = (pipeline_run / "reports/tables/scoreshield.csv").read_text().splitlines()
+    assert len(table) == 1 + 4
     png = pipeline_run / "reports/figures/ss-frontier.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     points = json.loads((pipeline_run / "reports/plots/ss-frontier.json").read_text())
-    assert {p["cell"] for p in points} == {"ss-clean", "ss-gauss"}
-    assert [p["x"] for p in points if p["cell"] == "ss-clean"] == [None] or True
+    by_cell = {p["cell"]: p for p in points}
+    assert by_cell["epsilon=8.0"]["x"] == 8.0
+    assert by_cell["mechanism=clean"]["x"] is None, "references have no ε and are drawn as lines"
 
 
-def test_same_params_and_seed_give_identical_metrics(pipeline_run: Path) -> None:
-    first = (pipeline_run / "reports/cells/ss-gauss/metrics.json").read_text()
-    for stage in (release, integrate, attack, evaluate):
-        stage("ss-gauss", root=pipeline_run)
-    second = (pipeline_run / "reports/cells/ss-gauss/metrics.json").read_text()
-    strip = lambda t: {k: v for k, v in json.loads(t).items() if k != "info"}  # info holds timings
+def test_same_params_and_seed_give_identical_metrics(workdir: Path, mlflow_store: Path) -> None:
+    _run_all(workdir, ("ss",))
+    first = _cell_json(workdir, "ss", "epsilon=4.0")
+    for sub in ("data/release", "data/integrate", "data/attack", "reports/sweeps"):
+        import shutil
+
+        shutil.rmtree(workdir / sub)
+    _run_all(workdir, ("ss",))
+    second = _cell_json(workdir, "ss", "epsilon=4.0")
+    strip = lambda d: {k: v for k, v in d.items() if k != "info"}  # info holds timings
     assert strip(first) == strip(second)
 
 
@@ -100,15 +134,13 @@ def test_failed_stage_marks_mlflow_run_failed_and_writes_nothing(workdir: Path, 
     import mlflow
 
     prepare("digits", root=workdir)
-    with pytest.raises(Exception):
-        embed("digits-pca", root=workdir / "elsewhere")  # no params.yaml there
     (workdir / "data/prepare/digits/arrays.npz").write_bytes(b"garbage")
     with pytest.raises(Exception, match="not a readable .npz"):
         embed("digits-pca", root=workdir)
     assert not (workdir / "data/embed/digits-pca").exists()
     mlflow.set_tracking_uri(f"sqlite:///{workdir / 'mlflow.db'}")
     runs = mlflow.search_runs(experiment_names=["veilbench-test"])
-    assert set(runs[runs["tags.stage"] == "embed"]["status"]) == {"FAILED"}
+    assert list(runs[runs["tags.stage"] == "embed"]["status"]) == ["FAILED"]
 
 
 def test_summarise_mean_and_interval() -> None:

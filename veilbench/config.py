@@ -6,17 +6,23 @@
     tracking: {experiment: veilbench}
     datasets:   {<name>: {source, options, test_size, n_parties, scheme, alpha, max_records}}
     embeddings: {<name>: {dataset, encoder, dim, options}}
-    cells:      {<name>: {family, embedding, seeds, params: {...family options...}}}
+    sweeps:     {<name>: {family, embedding, seeds, params, grid, cells}}
     report:     {title, frontiers: [...]}
 
+A *sweep* expands to *cells*, one per configuration of its family: the cartesian product of
+``grid`` (each combination merged over the shared ``params``), plus each entry of ``cells``
+(explicit configurations, e.g. baselines, merged over ``params``). A sweep without grid and
+cells is a single cell. Each cell is named by the keys it sets, e.g. ``epsilon=4.0``.
+
 Every mapping forbids unknown keys, every number is range-checked, cross-references
-(a cell's ``embedding``, an embedding's ``dataset``) must exist, and each cell's ``params`` is
+(a sweep's ``embedding``, an embedding's ``dataset``) must exist, and every expanded cell is
 validated by its family's ``Params`` model. Errors are :class:`ConfigError` listing every
 problem as ``<dotted.key>: <message>``.
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 from pathlib import Path
 from typing import Any, Literal
@@ -25,7 +31,6 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError as PydanticError, field_validator, model_validator
 
 from veilbench.datasets.registry import DATASETS
-from veilbench.embed.encoders import ENCODERS
 from veilbench.families import FAMILY_MODULES, get_family
 from veilbench.validation import ValidationError
 
@@ -64,11 +69,52 @@ class EmbeddingConfig(_Strict):
     options: dict[str, Any] = Field(default_factory=dict)
 
 
-class CellConfig(_Strict):
+def _cell_name(assignment: dict[str, Any]) -> str:
+    if not assignment:
+        return "default"
+    parts = [f"{k}={v}" for k, v in assignment.items()]
+    return re.sub(r"[^A-Za-z0-9._=+-]", "_", "_".join(parts))
+
+
+class SweepConfig(_Strict):
     family: str
     embedding: str
     seeds: list[int] = Field(default_factory=lambda: [0], min_length=1, max_length=100)
-    params: dict[str, Any] = Field(default_factory=dict)
+    params: dict[str, Any] = Field(default_factory=dict, description="options shared by every cell")
+    grid: dict[str, list[Any]] = Field(default_factory=dict, description="cartesian product → one cell each")
+    cells: list[dict[str, Any]] = Field(default_factory=list, description="explicit extra cells")
+
+    @field_validator("grid")
+    @classmethod
+    def _non_empty_axes(cls, v: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        for axis, values in v.items():
+            if not values:
+                raise ValueError(f"grid axis {axis!r} has no values")
+            if len({repr(x) for x in values}) != len(values):
+                raise ValueError(f"grid axis {axis!r} repeats a value")
+        return v
+
+    def _assignments(self) -> list[tuple[str, dict[str, Any]]]:
+        pairs: list[tuple[str, dict[str, Any]]] = []
+        if self.grid:
+            axes = list(self.grid)
+            for combo in itertools.product(*(self.grid[a] for a in axes)):
+                assignment = dict(zip(axes, combo, strict=True))
+                pairs.append((_cell_name(assignment), {**self.params, **assignment}))
+        pairs += [(_cell_name(extra), {**self.params, **extra}) for extra in self.cells]
+        return pairs or [("default", dict(self.params))]
+
+    @model_validator(mode="after")
+    def _distinct_cells(self) -> SweepConfig:
+        names = [n for n, _ in self._assignments()]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"cells: two cells expand to the same configuration {dupes}")
+        return self
+
+    def expand(self) -> dict[str, dict[str, Any]]:
+        """Cell name → the cell's full family options, in a stable order."""
+        return dict(self._assignments())
 
     @field_validator("family")
     @classmethod
@@ -94,9 +140,12 @@ class FrontierConfig(_Strict):
 
     name: str
     family: str
-    x: str
+    x: str = Field(description="a metric name, or param:<option> for a cell option such as ε")
     y: str
     group_by: str = "mechanism"
+    reference_groups: list[str] = Field(
+        default_factory=list, description="groups drawn as horizontal reference lines (e.g. clean, identity)")
+    sweeps: list[str] = Field(default_factory=list, description="only cells of these sweeps (default: all)")
     x_label: str = ""
     y_label: str = ""
 
@@ -111,30 +160,30 @@ class Config(_Strict):
     tracking: TrackingConfig = TrackingConfig()
     datasets: dict[str, DatasetConfig]
     embeddings: dict[str, EmbeddingConfig]
-    cells: dict[str, CellConfig]
+    sweeps: dict[str, SweepConfig]
     report: ReportConfig = ReportConfig()
 
     @model_validator(mode="after")
     def _references(self) -> Config:
         problems = []
-        for group in ("datasets", "embeddings", "cells"):
+        for group in ("datasets", "embeddings", "sweeps"):
             for name in getattr(self, group):
                 if not _NAME.match(name):
                     problems.append(f"{group}.{name}: names may hold letters, digits, '_' and '-' only")
         for name, emb in self.embeddings.items():
             if emb.dataset not in self.datasets:
                 problems.append(f"embeddings.{name}.dataset: {emb.dataset!r} is not in datasets ({sorted(self.datasets)})")
-        for name, cell in self.cells.items():
-            if cell.embedding not in self.embeddings:
-                problems.append(f"cells.{name}.embedding: {cell.embedding!r} is not in embeddings ({sorted(self.embeddings)})")
+        for name, sweep in self.sweeps.items():
+            if sweep.embedding not in self.embeddings:
+                problems.append(f"sweeps.{name}.embedding: {sweep.embedding!r} is not in embeddings ({sorted(self.embeddings)})")
         if problems:
             raise ValueError("; ".join(problems))
         return self
 
-    def family_params(self, cell: str) -> Any:
-        """The validated family ``Params`` object of ``cell``."""
-        c = self.cells[cell]
-        return get_family(c.family).Params(**c.params)
+    def family_params(self, sweep: str, cell: str) -> Any:
+        """The validated family ``Params`` object of ``cell`` in ``sweep``."""
+        s = self.sweeps[sweep]
+        return get_family(s.family).Params(**s.expand()[cell])
 
 
 def _format(exc: PydanticError, prefix: str = "") -> list[str]:
@@ -161,13 +210,15 @@ def validate_config(raw: Any) -> Config:
     except TypeError as exc:
         raise ConfigError(f"invalid params: {exc}") from None
     problems: list[str] = []
-    for name, cell in cfg.cells.items():
-        try:
-            get_family(cell.family).Params(**cell.params)
-        except PydanticError as exc:
-            problems += _format(exc, f"cells.{name}.params")
-        except ValidationError as exc:
-            problems.append(f"cells.{name}.params: {exc}")
+    for name, sweep in cfg.sweeps.items():
+        family = get_family(sweep.family)
+        for cell, options in sweep.expand().items():
+            try:
+                family.Params(**options)
+            except PydanticError as exc:
+                problems += _format(exc, f"sweeps.{name}[{cell}]")
+            except ValidationError as exc:
+                problems.append(f"sweeps.{name}[{cell}]: {exc}")
     for name, ds in cfg.datasets.items():
         if ds.max_records is not None and ds.n_parties > ds.max_records:
             problems.append(

@@ -1,0 +1,176 @@
+"""Run one family stage for every cell of a sweep, once per seed, from files to files.
+
+A sweep is one DVC stage instance per stage (``release@<sweep>``, …); inside it each cell is
+computed only when its *input key* changed: the SHA-256 of the cell's family options, seeds and
+the digests of every input file. A cell whose key matches its existing output is reused, so
+editing one ε in ``params.yaml`` recomputes only that cell (DVC reruns the sweep's stage, the
+stage recomputes one cell). Cells no longer in the sweep are removed.
+
+Files: ``data/<stage>/<sweep>/<cell>/{arrays.npz, manifest.json}`` (arrays of seed s under keys
+``s<seed>__<name>``), ``data/<stage>/<sweep>/sweep.json`` (which cells were computed or reused);
+``evaluate`` writes ``reports/sweeps/<sweep>/cells/<cell>.json`` (per-seed metrics, mean, 95% CI)
+and ``reports/sweeps/<sweep>/metrics.json`` (cell → mean of each metric, for ``dvc metrics``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tasks.common import load_params
+from tasks.paths import CELL_STAGES, embed_dir, prepare_dir, repo_root, sweep_dir, sweep_report_dir
+from tasks.progress import progress
+from tasks.tracking import stage_run
+from veilbench.families import get_family
+from veilbench.io import ARRAYS, load_npz, read_bundle, read_json, write_bundle, write_json
+
+
+def _split_seed(arrays: dict[str, np.ndarray], seed: int) -> dict[str, np.ndarray]:
+    prefix = f"s{seed}__"
+    return {k[len(prefix) :]: v for k, v in arrays.items() if k.startswith(prefix)}
+
+
+def _digest(path: Path) -> str:
+    """SHA-256 of the arrays in an ``.npz`` (names, dtypes, shapes, bytes): unlike the file bytes,
+    it does not change when identical arrays are written again (zip entries carry timestamps)."""
+    h = hashlib.sha256()
+    for name, arr in sorted(load_npz(path).items()):
+        h.update(f"{name}|{arr.dtype.str}|{arr.shape}".encode())
+        h.update(np.ascontiguousarray(arr).tobytes())
+    return h.hexdigest()
+
+
+#: Library code a family stage may run, relative to the repo root; its digest is part of every
+#: input key, so a code change recomputes cells (the same paths are the stage deps in dvc.yaml).
+SHARED_CODE = ("veilbench/privacy", "veilbench/metrics", "veilbench/linalg", "veilbench/families",
+               "veilbench/validation.py", "tasks/sweep.py")
+
+
+def code_digest(family: str) -> str:
+    """SHA-256 over the source files of ``veilbench/<family>`` and :data:`SHARED_CODE`."""
+    import veilbench
+
+    lib_root = Path(veilbench.__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    for rel in (f"veilbench/{family}", *SHARED_CODE):
+        p = lib_root / rel
+        files = sorted(p.rglob("*.py")) if p.is_dir() else [p]
+        for f in files:
+            h.update(str(f.relative_to(lib_root)).encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def summarise(per_seed: dict[int, dict[str, float]]) -> dict[str, dict[str, float]]:
+    """Mean and 95% t-interval half-width of each metric over seeds (half-width 0 for one seed)."""
+    from scipy.stats import t
+
+    names = sorted({k for m in per_seed.values() for k in m})
+    out: dict[str, dict[str, float]] = {}
+    for name in names:
+        vals = np.array([m[name] for m in per_seed.values() if name in m], dtype=float)
+        mean = float(np.mean(vals))
+        half = float(t.ppf(0.975, vals.size - 1) * np.std(vals, ddof=1) / math.sqrt(vals.size)) if vals.size > 1 else 0.0
+        out[name] = {"mean": mean, "ci95": half if math.isfinite(half) else 0.0, "n": int(vals.size)}
+    return out
+
+
+def _method(options: dict[str, Any], family: str) -> str:
+    for key in ("mechanism", "method", "protocol", "integration"):
+        if key in options:
+            return str(options[key])
+    return family
+
+
+def run_sweep_stage(stage: str, sweep: str, params_path: str | Path | None = None, root: Path | None = None) -> Path:
+    """Run ``stage`` (release/integrate/attack/evaluate) for every cell of ``sweep``; returns its folder."""
+    if stage not in CELL_STAGES:
+        raise KeyError(f"stage: must be one of {CELL_STAGES}, got {stage!r}")
+    root = root or repo_root()
+    cfg = load_params(params_path, root)
+    if sweep not in cfg.sweeps:
+        raise KeyError(f"sweep: {sweep!r} is not in params sweeps ({sorted(cfg.sweeps)})")
+    scfg = cfg.sweeps[sweep]
+    ecfg = cfg.embeddings[scfg.embedding]
+    family = get_family(scfg.family)
+    stage_fn = getattr(family, stage)
+    cells = scfg.expand()
+    earlier_stages = [s for s in CELL_STAGES[: CELL_STAGES.index(stage)]]
+    out_root = sweep_report_dir(root, sweep) / "cells" if stage == "evaluate" else sweep_dir(root, stage, sweep)
+    base_dirs = {"prepare": prepare_dir(root, ecfg.dataset), "embed": embed_dir(root, scfg.embedding)}
+    base = {k: read_bundle(d)[0] for k, d in base_dirs.items()}
+    base_digests = {k: _digest(d / ARRAYS) for k, d in base_dirs.items()}
+    code = code_digest(scfg.family)
+
+    computed, reused = [], []
+    for cell, options in progress(cells.items(), f"{stage} {sweep}", total=len(cells)):
+        fparams = family.Params(**options)
+        in_dirs = {s: sweep_dir(root, s, sweep) / cell for s in earlier_stages}
+        key_material = {"code": code, "family": scfg.family, "options": fparams.model_dump(), "seeds": scfg.seeds, "stage": stage,
+                        "inputs": {**base_digests, **{s: _digest(d / ARRAYS) for s, d in in_dirs.items()}}}
+        input_key = hashlib.sha256(json.dumps(key_material, sort_keys=True, default=str).encode()).hexdigest()
+        existing = out_root / (f"{cell}.json" if stage == "evaluate" else f"{cell}/manifest.json")
+        if existing.is_file() and read_json(existing).get("input_key") == input_key:
+            reused.append(cell)
+            continue
+        earlier = {s: read_bundle(d)[0] for s, d in in_dirs.items()}
+        params = {"sweep": sweep, "cell": cell, "family": scfg.family, "embedding": scfg.embedding,
+                  "seeds": scfg.seeds, "family_params": fparams.model_dump(), "embedding_config": ecfg.model_dump()}
+        tags = {"sweep": sweep, "cell": cell, "family": scfg.family, "dataset": ecfg.dataset,
+                "embedding": scfg.embedding, "method": _method(options, scfg.family), "seeds": ",".join(map(str, scfg.seeds))}
+        with stage_run(cfg.tracking.experiment, stage, params, tags, root) as mlflow:
+            arrays: dict[str, np.ndarray] = {}
+            per_seed: dict[int, dict[str, float]] = {}
+            info: dict[str, Any] = {}
+            for seed in scfg.seeds:
+                inputs = dict(base)
+                inputs.update({s: _split_seed(a, seed) for s, a in earlier.items()})
+                t0 = time.perf_counter()
+                result = stage_fn(inputs, fparams, seed)
+                arrays.update({f"s{seed}__{k}": v for k, v in result.arrays.items()})
+                per_seed[seed] = {k: float(v) for k, v in result.metrics.items()}
+                info[str(seed)] = {**result.info, "seconds": time.perf_counter() - t0}
+            summary = summarise(per_seed)
+            record = {"stage": stage, "sweep": sweep, "cell": cell, "input_key": input_key, "seeds": scfg.seeds,
+                      "params": params, "info": info, "per_seed": {str(s): m for s, m in per_seed.items()}}
+            if stage == "evaluate":
+                write_json(existing, {**record, "dataset": ecfg.dataset, "method": tags["method"], "summary": summary})
+                mlflow.log_artifact(str(existing))
+            else:
+                out = write_bundle(out_root / cell, arrays, record)
+                mlflow.log_artifact(str(out / "manifest.json"))
+            for name, stats in summary.items():
+                if math.isfinite(stats["mean"]):
+                    mlflow.log_metric(name, stats["mean"])
+                    mlflow.log_metric(f"{name}_ci95", stats["ci95"])
+            for seed, metrics in per_seed.items():
+                for name, value in metrics.items():
+                    if math.isfinite(value):
+                        mlflow.log_metric(f"seed/{name}", value, step=seed)
+        computed.append(cell)
+
+    _remove_stale(out_root, set(cells), stage)
+    if stage == "evaluate":
+        summary_all = {c: {m: s["mean"] for m, s in read_json(out_root / f"{c}.json")["summary"].items()} for c in cells}
+        write_json(sweep_report_dir(root, sweep) / "metrics.json", summary_all)
+        return sweep_report_dir(root, sweep)
+    write_json(out_root / "sweep.json", {"stage": stage, "sweep": sweep, "cells": list(cells),
+                                         "computed": computed, "reused": reused})
+    return out_root
+
+
+def _remove_stale(out_root: Path, keep: set[str], stage: str) -> None:
+    if not out_root.is_dir():
+        return
+    for child in out_root.iterdir():
+        name = child.stem if stage == "evaluate" else child.name
+        if child.name == "sweep.json" or name in keep or child.name.startswith("."):
+            continue
+        shutil.rmtree(child) if child.is_dir() else child.unlink()
