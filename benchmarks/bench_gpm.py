@@ -1,0 +1,71 @@
+"""Benchmark: GPM vs plain alternating generalized Procrustes on the same anchor uploads.
+
+For every (m, r, d, v) cell, draws one anchor-noise instance B_i = A O_i + 1Ψ_iᵀ + v W_i
+(A centered, s_A = √r; spec §2–§3) and fits both solvers with the same stop rule (relative
+objective gain 1e-10, rotation step 1e-8, ``max_iter``), without the certificate. The grid sets
+v = (v/s_A)·√r so rows are comparable across r. Writes ``reports/bench/gpm.json``::
+
+    {"benchmark": "gpm", "rows": [{"solver", "m", "r", "d", "v", "iterations", "seconds", "objective"}]}
+
+Usage: ``python benchmarks/bench_gpm.py [--quick] [--out PATH]`` (``--quick`` < 60 s).
+"""
+
+from __future__ import annotations
+
+import os
+
+for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")  # multithreaded BLAS is ~50× slower here (spec §9)
+
+import argparse  # noqa: E402
+import itertools  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from veilbench.anchornoise.alternating import AlternatingProcrustes  # noqa: E402
+from veilbench.anchornoise.gpm import GeneralizedPowerMethod  # noqa: E402
+from veilbench.anchornoise.studies import synthetic_anchor_uploads  # noqa: E402
+from veilbench.io import write_json  # noqa: E402
+
+FULL = dict(m=(2, 4, 8, 16), r=(100, 200, 400), d=(16, 64), v_rel=(0.035, 0.07, 0.14), max_iter=500)
+QUICK = dict(m=(3, 6), r=(60, 120), d=(8, 16), v_rel=(0.05, 0.1, 0.15), max_iter=300)
+
+
+def run(grid: dict, seed: int = 0) -> list[dict]:
+    """Fit both solvers on one instance per grid cell (r ≥ d + 1 only); one row per (cell, solver)."""
+    rows = []
+    solvers = {
+        "gpm": lambda: GeneralizedPowerMethod(max_iter=grid["max_iter"], certify=False),
+        "alternating": lambda: AlternatingProcrustes(max_iter=grid["max_iter"]),
+    }
+    for m, r, d, v_rel in itertools.product(grid["m"], grid["r"], grid["d"], grid["v_rel"]):
+        if r < d + 1:
+            continue
+        v = float(v_rel * np.sqrt(r))
+        B, _, _ = synthetic_anchor_uploads(m, r, d, v, seed)
+        for name, make in solvers.items():
+            t0 = time.perf_counter()
+            est = make().fit(B)
+            seconds = time.perf_counter() - t0
+            rows.append(
+                dict(solver=name, m=m, r=r, d=d, v=v, iterations=est.n_iter_, seconds=seconds,
+                     objective=float(est.objective_trace_[-1]))
+            )
+            print(f"{name:12s} m={m:3d} r={r:4d} d={d:3d} v={v:6.3f} it={est.n_iter_:5d} "
+                  f"{seconds:7.3f}s f={rows[-1]['objective']:.6g}", flush=True)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small grid, < 60 s")
+    parser.add_argument("--out", default="reports/bench/gpm.json")
+    args = parser.parse_args()
+    rows = run(QUICK if args.quick else FULL)
+    write_json(Path(args.out), {"benchmark": "gpm", "rows": rows})
+
+
+if __name__ == "__main__":
+    main()

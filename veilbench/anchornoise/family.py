@@ -1,0 +1,259 @@
+"""Pipeline stages of the anchor-noise family (AA-I-GDP with anchor noise and its baselines).
+
+Follows ``shared/specs/anchor-noise.md`` (from an Italian summary of a paper on one-shot
+representation sharing; only Y_i = X_i O_i + 1Ψ_iᵀ and B_i = A O_i + 1Ψ_iᵀ + v W_i are from the
+source). Assumptions (spec [assume] items, all configurable through :class:`Params`):
+
+* mechanisms (``Params.mechanism``): ``cgdp``, ``igdp`` (σ optional), ``dc`` (no noise),
+  ``aa_data_noise`` (σ), ``aa_anchor_noise`` (v), the rows of the spec §3 table;
+* features are the generic ``embed`` output ``Z_train``/``Z_test`` (standardised or PCA), d = k;
+* participants are the ``prepare`` parties; test records are dealt round-robin to participants
+  after a seeded permutation and go through their participant's (O_i, Ψ_i) and alignment map;
+* anchor A: centered, orthogonal columns of norm s_A = √r (``anchor_scale="sqrt_r"``), r = 200;
+  Ψ_i ~ N(0, 5² I); Haar O_i; each participant's randomness is its own stream;
+* alignment: anchor centering then the GPM (spectral start, full template, relative objective
+  tolerance 1e-10, rotation step 1e-8, 1000 iterations, certificate with threshold
+  max(1e-9, 100·tol), see :mod:`~veilbench.anchornoise.gpm`); C-GDP / I-GDP are not aligned;
+* attacks: colluders are participants 0 … n_colluders−1; MP, OP, AMC (two variants each for MP
+  and AMC, the better one reported) on anchor mechanisms, the colluder's own inverse otherwise;
+* linkage pool: all non-colluders' training features, exact duplicates merged (``dedup_pool``);
+  per-target relative reconstruction error averaged over targets;
+* utility: multinomial ``LogisticRegression(max_iter=2000)`` (or an MLP) trained on the aligned
+  uploads, balanced accuracy on the aligned test records under both test protocols; the
+  headline ``utility_balanced_accuracy`` uses ``test_protocol`` (noisy-test by default).
+
+Stages: ``release`` (participants) → ``integrate`` (analyst, public uploads only) → ``attack``
+(analyst + colluders) → ``evaluate``. The release stage also saves the simulation's private
+ground truth as ``private_*`` arrays; the analyst never reads them, the attack reads only the
+colluders' rows and A (:class:`~veilbench.anchornoise.attacks.CollusionBundle`), and evaluate uses
+O_i for the rotation error.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+from pydantic import Field, model_validator
+
+from veilbench.anchornoise.anchor import anchor_scale_value
+from veilbench.anchornoise.attacks import CollusionBundle, attack_name, run_attacks
+from veilbench.anchornoise.gpm import GeneralizedPowerMethod, rotation_error
+from veilbench.anchornoise.linkage import deduplicated_linkage
+from veilbench.anchornoise.mechanisms import (
+    ANALYST_STREAM,
+    TEST_SPLIT_STREAM,
+    GDPMechanism,
+    stream,
+)
+from veilbench.families.base import FamilyParams, StageInputs, StageOutput
+from veilbench.metrics.linkage import linkage_rate, relative_reconstruction_error
+from veilbench.validation import check_labels
+
+RECON_PREFIX = "recon__"
+
+
+#: Cell mechanism → release kind (spec §3 table): DC is AA-I-GDP without any noise.
+MECHANISMS: dict[str, str] = {
+    "cgdp": "cgdp",
+    "igdp": "igdp",
+    "dc": "aa",
+    "aa_data_noise": "aa",
+    "aa_anchor_noise": "aa",
+}
+
+
+class Params(FamilyParams):
+    """One anchor-noise cell (defaults: DC alignment, r = 200; set ``v`` for anchor noise).
+
+    ``mechanism`` names the spec §3 row, so one privacy–utility curve per mechanism is a sweep of
+    ``v`` (``aa_anchor_noise``) or ``sigma`` (``cgdp``, ``igdp``, ``aa_data_noise``).
+    """
+
+    mechanism: Literal["cgdp", "igdp", "dc", "aa_data_noise", "aa_anchor_noise"] = "aa_anchor_noise"
+    v: float = Field(0.0, ge=0.0, description="anchor noise scale (absolute; v/s_A is reported)")
+    sigma: float = Field(0.0, ge=0.0, description="data noise scale on the private representations")
+    r: int = Field(200, ge=2, description="anchor rows, must be ≥ d + 1")
+    anchor_scale: Literal["sqrt_r", "unit"] = "sqrt_r"
+    translation_scale: float = Field(5.0, ge=0.0)
+    n_colluders: int = Field(1, ge=1)
+    test_protocol: Literal["noisy", "clean"] = "noisy"
+    classifier: Literal["logreg", "mlp"] = "logreg"
+    gpm_init: Literal["spectral", "random"] = "spectral"
+    gpm_template: Literal["full", "leave_one_out"] = "full"
+    gpm_tol: float = Field(1e-10, gt=0.0, lt=1.0)
+    gpm_tol_rotation: float = Field(1e-8, ge=0.0)
+    gpm_max_iter: int = Field(1000, ge=1, le=100_000)
+    gpm_certify: bool = True
+    dedup_pool: bool = True
+
+    @model_validator(mode="after")
+    def _noise_matches_mechanism(self) -> Params:
+        if self.v > 0 and self.mechanism != "aa_anchor_noise":
+            raise ValueError(f"v: anchor noise needs mechanism 'aa_anchor_noise', got v = {self.v} with {self.mechanism!r}")
+        if self.sigma > 0 and self.mechanism in ("dc", "aa_anchor_noise"):
+            raise ValueError(f"sigma: data noise is not part of mechanism {self.mechanism!r}, got sigma = {self.sigma}")
+        return self
+
+
+def _parties(inputs: StageInputs) -> tuple[np.ndarray, int]:
+    """Participant index 0 … m−1 of every training record (from ``prepare``'s party labels) and m."""
+    party = np.asarray(inputs["prepare"]["party_train"])
+    _, index = np.unique(party, return_inverse=True)
+    index = index.reshape(-1).astype(np.int64)
+    return index, int(index.max()) + 1
+
+
+def release(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
+    """Participants: Haar (O_i, Ψ_i), uploads Y_i (train and both test protocols) and anchors B_i (§3)."""
+    z, z_test = inputs["embed"]["Z_train"], inputs["embed"]["Z_test"]
+    party, m = _parties(inputs)
+    party_test = np.empty(z_test.shape[0], dtype=np.int64)
+    party_test[stream(seed, TEST_SPLIT_STREAM).permutation(z_test.shape[0])] = np.arange(z_test.shape[0]) % m
+    mech = GDPMechanism(
+        MECHANISMS[params.mechanism], params.v, params.sigma, params.r, params.anchor_scale, params.translation_scale
+    )
+    rel = mech.release(z, party, z_test, party_test, seed)
+    arrays = {
+        "Y_train": rel.Y_train,
+        "Y_test_noisy": rel.Y_test_noisy,
+        "Y_test_clean": rel.Y_test_clean,
+        "party_index_train": party,
+        "party_index_test": party_test,
+        "private_O": rel.O,
+        "private_Psi": rel.Psi,
+    }
+    if rel.B is not None:
+        arrays |= {"B": rel.B, "private_A": rel.A}
+    s_a = anchor_scale_value(params.r, params.anchor_scale)
+    info = {
+        "mechanism": params.mechanism,
+        "participants": m,
+        "d": int(z.shape[1]),
+        "r": params.r if rel.B is not None else None,
+        "anchor_scale": s_a if rel.B is not None else None,
+        "v_over_anchor_scale": params.v / s_a,
+        "test_protocol": params.test_protocol,
+    }
+    return StageOutput(arrays=arrays, info=info)
+
+
+def integrate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
+    """Analyst: centre anchors, solve GOPP by the GPM and align every upload (§4); identity without anchors."""
+    rel = inputs["release"]
+    names = ("Y_train", "Y_test_noisy", "Y_test_clean")
+    parties = (rel["party_index_train"], rel["party_index_test"], rel["party_index_test"])
+    if "B" not in rel:
+        m, d = int(np.max(rel["party_index_train"])) + 1, int(rel["Y_train"].shape[1])
+        arrays = {"Yhat" + n[1:]: np.asarray(rel[n]) for n in names}
+        arrays |= {"R": np.broadcast_to(np.eye(d), (m, d, d)).copy(), "offsets": np.zeros((m, d))}
+        return StageOutput(arrays=arrays, metrics={"gpm_iterations": 0.0}, info={"aligned": False})
+    gpm = GeneralizedPowerMethod(
+        tol=params.gpm_tol,
+        tol_rotation=params.gpm_tol_rotation,
+        max_iter=params.gpm_max_iter,
+        init=params.gpm_init,
+        template=params.gpm_template,
+        certify=params.gpm_certify,
+        seed=stream(seed, ANALYST_STREAM),
+    ).fit(rel["B"])
+    arrays = {"Yhat" + n[1:]: gpm.transform(rel[n], p) for n, p in zip(names, parties, strict=True)}
+    arrays |= {
+        "R": gpm.rotations_,
+        "offsets": gpm.offsets_,
+        "template": gpm.template_,
+        "gpm_objective_trace": gpm.objective_trace_,
+    }
+    metrics = {"gpm_iterations": float(gpm.n_iter_), "gpm_converged": float(gpm.converged_)}
+    if params.gpm_certify:
+        metrics |= {"gpm_certificate": gpm.certificate_, "gpm_certified": float(gpm.certified_)}
+    arrays |= {k: np.asarray(v) for k, v in metrics.items()}  # evaluate reads the diagnostics from arrays
+    return StageOutput(arrays=arrays, metrics=metrics, info={"aligned": True, "converged": gpm.converged_})
+
+
+def attack(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
+    """Analyst + colluders 0 … n_colluders−1: reconstruct every non-colluder's training records (§5)."""
+    rel, integ = inputs["release"], inputs["integrate"]
+    bundle = CollusionBundle.from_private(
+        np.arange(params.n_colluders), rel["private_O"], rel["private_Psi"], rel.get("private_A")
+    )
+    recon, target_rows = run_attacks(
+        rel["Y_train"], rel["party_index_train"], bundle, rel.get("B"), integ["R"], integ.get("template")
+    )
+    arrays = {RECON_PREFIX + k: v for k, v in recon.items()} | {"target_rows": target_rows}
+    return StageOutput(arrays=arrays, info={"colluders": bundle.colluders.tolist(), "variants": sorted(recon)})
+
+
+def _classifier(kind: str, seed: int):
+    """Downstream model (§6.2): multinomial logistic regression, or a one-hidden-layer MLP."""
+    if kind == "mlp":
+        from sklearn.neural_network import MLPClassifier
+
+        return MLPClassifier(hidden_layer_sizes=(64,), max_iter=300, random_state=seed)
+    from sklearn.linear_model import LogisticRegression
+
+    return LogisticRegression(max_iter=2000)
+
+
+def _privacy(inputs: StageInputs, params: Params) -> tuple[dict[str, float], dict[str, float]]:
+    """Linkage and relative error per attack variant, aggregated per attack and over attacks (§6.1)."""
+    att = inputs["attack"]
+    rows = np.asarray(att["target_rows"])
+    pool = np.asarray(inputs["embed"]["Z_train"], dtype=float)[rows]
+    party = np.asarray(inputs["release"]["party_index_train"])[rows]
+    shares = [party == j for j in np.unique(party)]
+    link = deduplicated_linkage if params.dedup_pool else linkage_rate
+    rate, own, err = {}, {}, {}
+    for key in sorted(k for k in att if k.startswith(RECON_PREFIX)):
+        variant, xhat = key[len(RECON_PREFIX) :], np.asarray(att[key])
+        whole = link(xhat, pool, np.arange(rows.size))
+        rate[variant] = whole.rate
+        own[variant] = sum(link(xhat[s], pool[s], np.arange(s.sum())).rate * s.sum() for s in shares) / rows.size
+        err[variant] = float(np.mean([relative_reconstruction_error(xhat[s], pool[s]) for s in shares]))
+    attacks = sorted({attack_name(v) for v in rate})
+    metrics = {f"privacy_linkage_{a}": max(r for v, r in rate.items() if attack_name(v) == a) for a in attacks}
+    metrics |= {f"privacy_relative_error_{a}": min(e for v, e in err.items() if attack_name(v) == a) for a in attacks}
+    metrics |= {
+        "privacy_linkage_max": max(rate.values()),
+        "privacy_linkage_own_pool_max": float(max(own.values())),
+        "privacy_relative_error_min": min(err.values()),
+        "linkage_chance": whole.chance,
+        "n_pool": float(whole.n_pool),
+    }
+    return metrics, rate
+
+
+def evaluate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
+    """Utility (balanced accuracy, both test protocols), linkage per attack and max, alignment errors (§6)."""
+    from sklearn.metrics import balanced_accuracy_score
+
+    prep, rel, integ = inputs["prepare"], inputs["release"], inputs["integrate"]
+    y_train = check_labels(prep["y_train"], "y_train", n=integ["Yhat_train"].shape[0])
+    y_test = check_labels(prep["y_test"], "y_test", n=integ["Yhat_test_noisy"].shape[0])
+    clf = _classifier(params.classifier, seed).fit(integ["Yhat_train"], y_train)
+    bacc = {
+        p: float(balanced_accuracy_score(y_test, clf.predict(integ[f"Yhat_test_{p}"]))) for p in ("noisy", "clean")
+    }
+    metrics = {
+        "utility_balanced_accuracy": bacc[params.test_protocol],
+        "utility_balanced_accuracy_noisy_test": bacc["noisy"],
+        "utility_balanced_accuracy_clean_test": bacc["clean"],
+    }
+    privacy, per_variant = _privacy(inputs, params)
+    metrics |= privacy
+    metrics["participants"] = float(np.max(rel["party_index_train"]) + 1)
+    metrics["gpm_rotation_error"] = rotation_error(integ["R"], rel["private_O"])
+    metrics["gpm_iterations"] = 0.0
+    if "B" in rel:
+        diagnostics = ("gpm_iterations", "gpm_converged", "gpm_certificate", "gpm_certified")
+        metrics |= {k: float(integ[k]) for k in diagnostics if k in integ}
+        s_a = anchor_scale_value(params.r, params.anchor_scale)
+        d = rel["Y_train"].shape[1]
+        metrics |= {
+            "gpm_translation_error": float(np.mean(np.linalg.norm(integ["offsets"] - rel["private_Psi"], axis=1))),
+            "gpm_translation_error_predicted": params.v * float(np.sqrt(d / params.r)),
+            "v_over_anchor_scale": params.v / s_a,
+        }
+    info = {"test_protocol": params.test_protocol, "linkage_per_variant": per_variant}
+    return StageOutput(metrics=metrics, info=info)
+
