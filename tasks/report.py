@@ -9,7 +9,11 @@ and cells present in ``params.yaml``) and writes
   curve per ``group_by`` value with CI error bars; cells without the x value (e.g. the clean
   reference) are drawn as horizontal reference lines;
 * ``reports/plots/<frontier>.json``: the plotted points, for ``dvc plots``;
+* ``reports/privacy_ledger.csv``: every DP release (from ``data/release/<sweep>/ledger.json``)
+  and, in ``index.md``, its composition per data set (:mod:`veilbench.privacy.ledger`);
 * ``reports/index.md``: links to all of the above.
+
+The report is also an MLflow run (stage ``report``) holding the ledger and the composed budgets.
 
 Every number shown comes from a run; nothing is typed in.
 """
@@ -21,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from tasks.common import as_task, load_params
-from tasks.paths import repo_root, sweep_report_dir
+from tasks.paths import repo_root, sweep_dir, sweep_report_dir
+from tasks.tracking import stage_run
 from veilbench.config import Config, FrontierConfig
 from veilbench.io import atomic_write_text, read_json, write_json
 
@@ -131,6 +136,29 @@ def plot_frontier(points: list[dict[str, Any]], fr: FrontierConfig, path: Path) 
     tmp.replace(path)
 
 
+def ledger_section(cfg: Config, root: Path) -> tuple[list[str], list[dict[str, Any]], dict[str, Any]]:
+    """Markdown lines, ledger rows and composed budgets of every release of the configured sweeps."""
+    from veilbench.privacy.ledger import LedgerEntry, compose
+
+    rows: list[dict[str, Any]] = []
+    for sweep in cfg.sweeps:
+        p = sweep_dir(root, "release", sweep) / "ledger.json"
+        if p.is_file():
+            rows += read_json(p)
+    if not rows:
+        return ["## Privacy ledger", "", "No differentially private release in the evaluated sweeps.", ""], rows, {}
+    totals = compose(LedgerEntry(**r) for r in rows)
+    header = ["dataset", "releases", "ε (basic)", "δ (basic)", "ε (advanced, δ'=1e-6)", "δ (advanced)"]
+    md = [[d, str(c.n_releases), f"{c.epsilon_basic:.4g}", f"{c.delta_basic:.3g}", f"{c.epsilon_advanced:.4g}",
+           f"{c.delta_advanced:.3g}"] for d, c in sorted(totals.items())]
+    lines = ["## Privacy ledger", "",
+             "Every (ε, δ)-DP release made by the evaluated sweeps (one per cell and seed), composed per data set. "
+             "Cells are alternative configurations, so this is the cost if every released object were published.", "",
+             _markdown(header, md), "Full ledger: `privacy_ledger.csv`.", ""]
+    composed = {d: {"n_releases": c.n_releases, "epsilon": c.epsilon, "delta": c.delta} for d, c in totals.items()}
+    return lines, rows, composed
+
+
 def report(params_path: str | Path | None = None, root: Path | None = None) -> Path:
     """Build ``reports/index.md`` with per-family tables and the configured frontier figures."""
     import pandas as pd
@@ -157,8 +185,21 @@ def report(params_path: str | Path | None = None, root: Path | None = None) -> P
             write_json(reports / "plots" / f"{fr.name}.json", pts)
             plot_frontier(pts, fr, reports / "figures" / f"{fr.name}.png")
             lines += [f"### {fr.name}", "", f"![{fr.name}](figures/{fr.name}.png)", ""]
+    ledger_lines, ledger_rows, composed = ledger_section(cfg, root)
+    lines += ledger_lines
+    ledger_csv = reports / "privacy_ledger.csv"
+    columns = ["dataset", "sweep", "cell", "seed", "mechanism", "epsilon", "delta"]
+    atomic_write_text(ledger_csv, pd.DataFrame(ledger_rows, columns=columns).to_csv(index=False))
     out = reports / "index.md"
     atomic_write_text(out, "\n".join(lines) + "\n")
+    with stage_run(cfg.tracking.experiment, "report", {"title": cfg.report.title}, {}, root) as mlflow:
+        mlflow.log_artifact(str(out))
+        mlflow.log_artifact(str(ledger_csv))
+        for dataset, c in composed.items():
+            if not math.isfinite(c["epsilon"]):
+                continue
+            mlflow.log_metrics({f"ledger.{dataset}.epsilon": c["epsilon"], f"ledger.{dataset}.delta": c["delta"],
+                                f"ledger.{dataset}.n_releases": c["n_releases"]})
     return out
 
 

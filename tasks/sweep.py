@@ -109,6 +109,7 @@ def run_sweep_stage(stage: str, sweep: str, params_path: str | Path | None = Non
     base_digests = {k: _digest(d / ARRAYS) for k, d in base_dirs.items()}
     code = code_digest(scfg.family)
 
+    _remove_temporaries(out_root)
     computed, reused = [], []
     for cell, options in progress(cells.items(), f"{stage} {sweep}", total=len(cells)):
         fparams = family.Params(**options)
@@ -163,7 +164,30 @@ def run_sweep_stage(stage: str, sweep: str, params_path: str | Path | None = Non
         return sweep_report_dir(root, sweep)
     write_json(out_root / "sweep.json", {"stage": stage, "sweep": sweep, "cells": list(cells),
                                          "computed": computed, "reused": reused})
+    if stage == "release":
+        write_json(out_root / "ledger.json", _ledger_entries(out_root, sweep, ecfg.dataset, cells))
     return out_root
+
+
+def _ledger_entries(out_root: Path, sweep: str, dataset: str, cells: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """One privacy-ledger entry per (cell, seed) whose release reported ``dp_epsilon``/``dp_delta``."""
+    from veilbench.privacy.ledger import LedgerEntry
+
+    entries = []
+    for cell, options in cells.items():
+        manifest = read_json(out_root / cell / "manifest.json")
+        for seed, metrics in manifest["per_seed"].items():
+            if "dp_epsilon" in metrics:
+                entries.append(LedgerEntry(dataset, sweep, cell, int(seed), _method(options, manifest["params"]["family"]),
+                                           float(metrics["dp_epsilon"]), float(metrics.get("dp_delta", 0.0))).as_dict())
+    return entries
+
+
+def _remove_temporaries(out_root: Path) -> None:
+    """Delete half-written leftovers (dot-prefixed temporaries) of a killed earlier run."""
+    if out_root.is_dir():
+        for child in out_root.glob(".*"):
+            shutil.rmtree(child) if child.is_dir() else child.unlink()
 
 
 def _remove_stale(out_root: Path, keep: set[str], stage: str) -> None:
@@ -171,6 +195,6 @@ def _remove_stale(out_root: Path, keep: set[str], stage: str) -> None:
         return
     for child in out_root.iterdir():
         name = child.stem if stage == "evaluate" else child.name
-        if child.name == "sweep.json" or name in keep or child.name.startswith("."):
+        if child.name in ("sweep.json", "ledger.json") or name in keep or child.name.startswith("."):
             continue
         shutil.rmtree(child) if child.is_dir() else child.unlink()

@@ -3,7 +3,9 @@
 Every stage run becomes one MLflow run tagged with ``stage``, ``cell``, ``dataset``, ``family``,
 ``method``, ``seeds``, ``git_rev`` and ``params_hash`` (SHA-256 of the canonical JSON of the params
 that produced it), so runs can be found and compared by configuration rather than by name. A run
-that raises is ended with status FAILED (the context manager of ``mlflow.start_run`` does this).
+that raises is ended with status FAILED (the context manager of ``mlflow.start_run`` does this);
+a run whose process was killed (SIGKILL, power loss) cannot end itself, so the next start of the
+same stage for the same dataset/embedding/sweep/cell marks such stale RUNNING runs FAILED.
 """
 
 from __future__ import annotations
@@ -61,6 +63,19 @@ def _flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+_IDENTITY_TAGS = ("stage", "dataset", "embedding", "sweep", "cell")
+
+
+def fail_stale_runs(client: Any, experiment_id: str, tags: Mapping[str, str]) -> list[str]:
+    """Mark FAILED every RUNNING run of ``experiment_id`` whose identity tags equal ``tags``'s."""
+    clauses = [f"tags.{k} = '{tags[k]}'" for k in _IDENTITY_TAGS if tags.get(k)]
+    clauses.append("attributes.status = 'RUNNING'")
+    stale = client.search_runs([experiment_id], filter_string=" and ".join(clauses))
+    for run in stale:
+        client.set_terminated(run.info.run_id, status="FAILED")
+    return [run.info.run_id for run in stale]
+
+
 @contextmanager
 def stage_run(
     experiment: str,
@@ -82,7 +97,9 @@ def stage_run(
         "dvc_stage": os.environ.get("DVC_STAGE", ""),
         **tags,
     }
-    run_name = f"{stage}:{tags.get('cell') or tags.get('dataset') or tags.get('embedding', '')}"
+    fail_stale_runs(mlflow.tracking.MlflowClient(), mlflow.get_experiment_by_name(experiment).experiment_id, all_tags)
+    target = "/".join(t for t in (tags.get("sweep"), tags.get("cell")) if t) or tags.get("embedding") or tags.get("dataset", "")
+    run_name = f"{stage}:{target}"
     with mlflow.start_run(run_name=run_name, tags=all_tags):
         flat = _flatten(params)
         mlflow.log_params({k: str(v)[:500] for k, v in flat.items()})

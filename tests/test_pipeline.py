@@ -148,3 +148,15 @@ def test_summarise_mean_and_interval() -> None:
     assert s["mean"] == 2.0 and s["n"] == 3
     assert np.isclose(s["ci95"], 4.302652729911275 * 1.0 / np.sqrt(3))
     assert summarise({5: {"a": 1.0}})["a"]["ci95"] == 0.0
+
+
+def test_run_left_running_by_a_killed_stage_is_marked_failed(workdir: Path, mlflow_store: Path) -> None:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{workdir / 'mlflow.db'}")
+    exp = client.create_experiment("veilbench-test")
+    killed = client.create_run(exp, tags={"stage": "prepare", "dataset": "digits"})  # left RUNNING
+    other = client.create_run(exp, tags={"stage": "prepare", "dataset": "wine"})
+    prepare("digits", root=workdir)
+    assert client.get_run(killed.info.run_id).info.status == "FAILED"
+    assert client.get_run(other.info.run_id).info.status == "RUNNING", "only the same stage/dataset"
