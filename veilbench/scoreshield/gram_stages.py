@@ -1,0 +1,188 @@
+r"""Regime (ii) stages: Gram release + projection, retrieval/clustering, audit, evaluation.
+
+Records: ``n_records`` train rows drawn by the cell seed (the same rows for every mechanism at a
+given seed), L2-normalised; G = X Xᵀ. Releases (spec §3.3–3.5): clean G, noisy G̃ = G + sym(Z),
+a projector applied to G̃ (aap | dykstra | newton | clip | eigclip), embedding noise, or I_n.
+Tasks (spec §5.3.2): pair verification over i < j, leave-one-out retrieval / kNN from the
+rows of Ĝ, spectral clustering with oracle k (the number of labels), Frobenius error vs G.
+With ``gram_source="movielens"`` the records are MovieLens items (:mod:`veilbench.scoreshield.cf`,
+labels = first genre, ratings split by the cell seed) and item-based CF RMSE / NDCG@10 are added;
+with ``gram_source="text"`` the records are the paraphrase corpus of :mod:`veilbench.scoreshield.text`
+(labels = paraphrase group). Every source reports the Spearman correlation between released and
+clean off-diagonal similarities (``utility_similarity_spearman``; 0 when the release is constant).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from veilbench.families.base import StageInputs, StageOutput
+from veilbench.metrics.clustering import clustering_agreement, spectral_clustering_from_gram
+from veilbench.metrics.retrieval import rank_items, thresholded_topk
+from veilbench.metrics.verification import pair_scores
+from veilbench.scoreshield.baselines import embedding_noise_gram, embedding_noise_sigma, identity_gram
+from veilbench.scoreshield.cf import Ratings, cf_metrics, item_embeddings, load_movielens
+from veilbench.scoreshield.gram import PROJECTORS, GaussianGramMechanism, audit_gram_release, cosine_gram
+from veilbench.scoreshield.params import Params, stream, unit_rows
+from veilbench.scoreshield.projectors import feasibility
+from veilbench.scoreshield.tasks import (
+    audit_info,
+    privacy_from_attack,
+    retrieval_metrics,
+    similarity_spearman,
+    verification_metrics,
+)
+from veilbench.scoreshield.text import encode, paraphrase_corpus
+from veilbench.scoreshield.vector import audit_score_release
+from veilbench.validation import check_array, check_labels
+
+AUDIT_RECORDS = 6
+
+
+def _ratings(arrays: dict) -> Ratings:
+    train, test = np.asarray(arrays["ratings_train"]), np.asarray(arrays["ratings_test"])
+    n_users = int(max(train[:, 0].max(), test[:, 0].max())) + 1
+    n_items = int(max(train[:, 1].max(), test[:, 1].max())) + 1
+    lo, hi = np.asarray(arrays["rating_range"], dtype=float)
+    return Ratings(n_users, n_items, train, test, (float(lo), float(hi)))
+
+
+def records(inputs: StageInputs, params: Params, seed: int) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    """Unit rows X (n × k), labels (n,) and the arrays identifying the records.
+
+    ``embed``: ``n_records`` train rows drawn by the seed (``record_index``, sorted).
+    ``movielens``: the items' rating split (``ratings_train``, ``ratings_test``, ``rating_range``).
+    ``text``: the first ``n_records`` corpus sentences (``sentence_index``).
+    """
+    rng = stream(seed, "subsample")
+    if params.gram_source == "text":
+        sentences, labels = paraphrase_corpus()
+        n = min(params.n_records, len(sentences))
+        return encode(sentences[:n], params.text_encoder), labels[:n], {"sentence_index": np.arange(n)}
+    if params.gram_source == "movielens":
+        r = load_movielens(params.n_records, seed=int(rng.integers(2**31)))
+        ids = {"ratings_train": r.train, "ratings_test": r.test, "rating_range": np.array(r.rating_range)}
+        return item_embeddings(r), r.item_labels, ids
+    z = unit_rows(inputs["embed"]["Z_train"], "Z_train")
+    y = check_labels(inputs["prepare"]["y_train"], "y_train", n=z.shape[0])
+    n = min(params.n_records, z.shape[0])
+    idx = np.sort(rng.choice(z.shape[0], size=n, replace=False))
+    return z[idx], y[idx], {"record_index": idx}
+
+
+def clean_records(inputs: StageInputs, release_arrays: dict, params: Params) -> np.ndarray:
+    """The unit rows behind a release (for its error against the clean Gram)."""
+    if "ratings_train" in release_arrays:
+        return item_embeddings(_ratings(release_arrays))
+    if "sentence_index" in release_arrays:
+        sentences, _ = paraphrase_corpus()
+        return encode([sentences[i] for i in np.asarray(release_arrays["sentence_index"])], params.text_encoder)
+    return unit_rows(inputs["embed"]["Z_train"], "Z_train")[np.asarray(release_arrays["record_index"])]
+
+
+def mechanism(params: Params) -> GaussianGramMechanism:
+    """The cell's Gaussian Gram mechanism (adjacency, Δ, calibrator)."""
+    return GaussianGramMechanism(params.epsilon, params.delta, params.adjacency, params.gram_sensitivity,
+                                 params.calibrator)
+
+
+def _projector_options(params: Params) -> dict:
+    return {
+        "aap": {"max_iter": params.aap_max_iter, "tol": params.aap_tol, "finalize": params.aap_finalize},
+        "dykstra": {"max_iter": params.dykstra_max_iter, "tol": params.dykstra_tol},
+        "newton": {"tol": params.newton_tol},
+    }.get(params.mechanism, {})
+
+
+def release(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
+    """Arrays ``gram`` (n, n) released, ``labels`` (n,) and the record identifiers; σ, residuals, solver stats."""
+    x, y, ids = records(inputs, params, seed)
+    n = x.shape[0]
+    rng = stream(seed, "release")
+    info: dict = {"regime": "gram", "source": params.gram_source, "mechanism": params.mechanism,
+                  "calibrator": params.calibrator, "n_records": n}
+    sigma = 0.0
+    start = time.perf_counter()
+    if params.mechanism == "clean":
+        g = cosine_gram(x)
+    elif params.mechanism == "identity":
+        g = identity_gram(n)
+    elif params.mechanism == "embedding_noise":
+        sigma = embedding_noise_sigma(params.epsilon, params.delta, params.calibrator)
+        g = embedding_noise_gram(x, sigma, rng)
+        info["embedding_sensitivity"] = 2.0
+    else:
+        mech = mechanism(params)
+        rel = mech.release(x, rng)
+        sigma, g = rel.sigma, rel.noisy
+        info.update(adjacency=params.adjacency, sensitivity=rel.sensitivity)
+        if params.mechanism != "noisy":
+            proj = PROJECTORS[params.mechanism](g, **_projector_options(params))
+            g = proj.gram
+            info["projection"] = proj.info()
+    info["seconds"] = time.perf_counter() - start
+    feas = feasibility(g)
+    info.update(sigma=sigma, **feas.as_dict())
+    metrics = {"release_sigma": sigma, **{f"release_{k}": v for k, v in feas.as_dict().items()}}
+    if "projection" in info:
+        metrics["release_iterations"] = float(info["projection"]["iterations"])
+        metrics["release_n_eigh"] = float(info["projection"]["n_eigh"])
+    return StageOutput(arrays={"gram": g, "labels": y, **ids}, metrics=metrics, info=info)
+
+
+def integrate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
+    """Leave-one-out ``ranking`` (n, n − 1), ``topk`` (n, k) and spectral ``clusters`` (n,) from Ĝ."""
+    rel = inputs["release"]
+    g = check_array(rel["gram"], "release.gram", ndim=2)
+    y = check_labels(rel["labels"], "release.labels", n=g.shape[0])
+    k = min(params.top_k, g.shape[0] - 1)
+    rng = stream(seed, "integrate")
+    ranking = rank_items(g, rng, tiebreak=params.tiebreak, exclude_self=True)
+    topk = thresholded_topk(g, ranking, k, params.retrieval_threshold)
+    n_clusters = params.n_clusters or int(np.unique(y).size)
+    clusters = spectral_clustering_from_gram(g, min(n_clusters, g.shape[0]), seed=int(rng.integers(2**31)))
+    info = {"k": k, "tiebreak": params.tiebreak, "n_clusters": n_clusters, "affinity": "(1 + G)/2 clipped to [0, 1]"}
+    return StageOutput(arrays={"topk": topk, "ranking": ranking, "clusters": clusters}, info=info)
+
+
+def attack(inputs: StageInputs, params: Params, seed: int) -> tuple[float, dict]:
+    """(ε lower bound, info): worst-case neighbours of the noisy Gram (projections are post-processing)."""
+    audit_seed = int(stream(seed, "attack").integers(2**31))
+    if params.mechanism == "identity":
+        return 0.0, {"audited": "none: the output I_n does not depend on the data"}
+    if params.mechanism in ("clean", "embedding_noise"):
+        sigma = 0.0 if params.mechanism == "clean" else embedding_noise_sigma(params.epsilon, params.delta, params.calibrator)
+
+        def fn(clean: np.ndarray, r: np.random.Generator) -> np.ndarray:
+            return clean + sigma * r.standard_normal(clean.shape)
+
+        res = audit_score_release(fn, params.delta, params.audit_releases, audit_seed, params.audit_alpha)
+        what = "embedding coordinate along the flipped row, +1 vs -1" if sigma else "clean Gram entry +1 vs -1"
+    else:
+        res = audit_gram_release(mechanism(params), AUDIT_RECORDS, params.audit_releases, audit_seed, params.audit_alpha)
+        what = f"noisy Gram of {AUDIT_RECORDS}+ worst-case records, statistic <G~, dG>/|dG|_F"
+    return res.epsilon_lower_bound, {"audited": what, **audit_info(res)}
+
+
+def evaluate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
+    """Pair verification (i < j), retrieval / kNN, clustering, Spearman, Frobenius error, CF, audit numbers."""
+    rel, integ = inputs["release"], inputs["integrate"]
+    g = check_array(rel["gram"], "release.gram", ndim=2)
+    y = check_labels(rel["labels"], "release.labels", n=g.shape[0])
+    s_flat, genuine = pair_scores(g, y, y, exclude_diagonal=True)
+    upper = np.inf if params.mechanism == "noisy" else 1.0
+    metrics = verification_metrics(s_flat, genuine, params.threshold, upper)
+    metrics.update(retrieval_metrics(integ["topk"], integ["ranking"], y, y))
+    agree = clustering_agreement(y, integ["clusters"])
+    metrics.update(utility_clustering_nmi=agree["nmi"], utility_clustering_ari=agree["ari"])
+    clean = cosine_gram(clean_records(inputs, rel, params))
+    metrics["utility_similarity_spearman"] = similarity_spearman(g, clean)
+    metrics["utility_gram_mse"] = float(np.mean((g - clean) ** 2))
+    metrics["reference_identity_gram_mse"] = float(np.mean((np.eye(g.shape[0]) - clean) ** 2))
+    metrics.update({f"release_{k}": v for k, v in feasibility(g).as_dict().items()})
+    if "ratings_train" in rel:
+        metrics.update(cf_metrics(g, _ratings(rel), params.cf_neighbours))
+    metrics.update(privacy_from_attack(inputs.get("attack", {})))
+    return StageOutput(metrics=metrics, info={"tar_upper": upper if np.isfinite(upper) else None})

@@ -1,0 +1,99 @@
+"""Options of one ScoreShield pipeline cell (see :mod:`veilbench.scoreshield.family`)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+from pydantic import Field, model_validator
+
+from veilbench.families.base import FamilyParams
+from veilbench.validation import ValidationError, check_array
+
+EPSILON_CAP = 1000.0
+"""Finite stand-in for ε = ∞ (the clean release) in metrics and plots."""
+
+VECTOR_MECHANISMS = ("clean", "noisy", "gaussian", "identity")
+GRAM_MECHANISMS = ("clean", "noisy", "identity", "embedding_noise", "aap", "dykstra", "newton", "clip", "eigclip")
+
+# Stage-specific random streams derived from the cell seed (stages never share random numbers;
+# the subsample and the noise do not depend on the mechanism, so cells are paired by seed).
+_STREAM = {"release": 1, "integrate": 2, "attack": 3, "subsample": 4}
+
+
+class Params(FamilyParams):
+    """One ScoreShield cell.
+
+    ``regime="vector"`` (spec §3.1): ``mechanism`` ∈ clean | noisy (Gaussian, no clip) |
+    gaussian (ScoreShield: Gaussian + clip) | identity (all scores 0, data-independent).
+    ``regime="gram"`` (spec §3.3–3.5): clean | noisy (G̃) | identity (I_n) | embedding_noise |
+    aap | dykstra | newton (exact) | clip (box only) | eigclip (PSD clip + unit-diagonal rescale).
+    ``gram_source="movielens"`` releases the item–item Gram of the ``n_records`` most-rated
+    MovieLens movies instead of the embedded dataset and adds collaborative-filtering metrics;
+    ``gram_source="text"`` releases the sentence Gram of the built-in paraphrase corpus
+    (:mod:`veilbench.scoreshield.text`, ``text_encoder``).
+    """
+
+    regime: Literal["vector", "gram"] = "vector"
+    mechanism: Literal[
+        "clean", "noisy", "gaussian", "identity", "embedding_noise", "aap", "dykstra", "newton", "clip", "eigclip"
+    ] = "gaussian"
+    epsilon: float = Field(1.0, gt=0)
+    delta: float = Field(1e-5, gt=0, lt=1)
+    calibrator: Literal["analytic", "classical", "conservative"] = "analytic"
+    # regime (i)
+    sensitivity: float = Field(2.0, gt=0)
+    public_margin: float | None = Field(None, ge=0, le=1)
+    joint_queries: bool = False
+    n_queries: int = Field(200, ge=1)
+    # regime (ii)
+    adjacency: Literal["record", "output"] = "record"
+    gram_sensitivity: float = Field(1.0, gt=0)
+    n_records: int = Field(200, ge=4)
+    gram_source: Literal["embed", "movielens", "text"] = "embed"
+    text_encoder: Literal["minilm", "tfidf"] = "minilm"
+    cf_neighbours: int = Field(30, ge=1)
+    aap_max_iter: int = Field(500, ge=1)
+    aap_tol: float = Field(1e-6, gt=0)
+    aap_finalize: bool = False
+    dykstra_max_iter: int = Field(2000, ge=1)
+    dykstra_tol: float = Field(1e-7, gt=0)
+    newton_tol: float = Field(1e-7, gt=0)
+    n_clusters: int | None = Field(None, ge=2)
+    # tasks
+    top_k: int = Field(10, ge=1)
+    tiebreak: Literal["random", "index"] = "random"
+    retrieval_threshold: float | None = Field(None, ge=-1, le=1)
+    threshold: float = Field(0.5, ge=-1, le=1)
+    # audit
+    audit_releases: int = Field(10_000, ge=100)
+    audit_alpha: float = Field(0.05, gt=0, lt=1)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Params:
+        if self.public_margin is not None and self.sensitivity != 2.0:
+            raise ValueError("sensitivity: give either sensitivity or public_margin (Δ_m = 1 + m), not both")
+        allowed = VECTOR_MECHANISMS if self.regime == "vector" else GRAM_MECHANISMS
+        if self.mechanism not in allowed:
+            raise ValueError(f"mechanism: regime {self.regime!r} allows {list(allowed)}, got {self.mechanism!r}")
+        if self.gram_source != "embed" and self.regime != "gram":
+            raise ValueError(f"gram_source: {self.gram_source!r} needs regime='gram'")
+        return self
+
+    def claimed_epsilon(self) -> float:
+        """ε the release claims: ∞ (capped) for clean, 0 for the data-independent identity."""
+        return {"clean": EPSILON_CAP, "identity": 0.0}.get(self.mechanism, self.epsilon)
+
+
+def stream(seed: int, stage: str) -> np.random.Generator:
+    """The random generator of ``stage`` for the cell seed ``seed``."""
+    return np.random.default_rng([seed, _STREAM[stage]])
+
+
+def unit_rows(z: np.ndarray, name: str) -> np.ndarray:
+    """Rows of ``z`` (n × k) scaled to unit L2 norm (cosine geometry); zero rows are an error."""
+    arr = check_array(z, name, ndim=2)
+    norms = np.linalg.norm(arr, axis=1, keepdims=True)
+    if np.any(norms == 0):
+        raise ValidationError(f"{name}: {int(np.sum(norms == 0))} all-zero row(s) have no direction; cosine undefined")
+    return arr / norms

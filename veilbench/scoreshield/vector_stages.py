@@ -1,0 +1,112 @@
+r"""Regime (i) stages: score-vector release, top-k retrieval, audit, evaluation (spec §3.1–3.2, §6).
+
+Gallery = train rows, queries = the first ``n_queries`` test rows, both L2-normalised; clean
+scores S = Q Gᵀ (q × n), each row one query's score vector released with Δ = 2 (Δ_m = 1 + m;
+Δ·√q when ``joint_queries``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from veilbench.families.base import StageInputs, StageOutput
+from veilbench.metrics.retrieval import rank_items, thresholded_topk
+from veilbench.metrics.verification import pair_scores
+from veilbench.scoreshield.params import EPSILON_CAP, Params, stream, unit_rows
+from veilbench.scoreshield.sensitivity import vector_sensitivity
+from veilbench.scoreshield.tasks import audit_info, privacy_from_attack, retrieval_metrics, verification_metrics
+from veilbench.scoreshield.vector import GaussianScoreMechanism, audit_score_release
+from veilbench.validation import ValidationError, check_array, check_labels
+
+
+def clean_scores(inputs: StageInputs, params: Params) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Clean cosine scores S = Q Gᵀ (q × n) with the query (q,) and gallery (n,) labels."""
+    embed, prep = inputs["embed"], inputs["prepare"]
+    gallery = unit_rows(embed["Z_train"], "Z_train")
+    queries = unit_rows(embed["Z_test"], "Z_test")[: params.n_queries]
+    if gallery.shape[1] != queries.shape[1]:
+        raise ValidationError(f"Z_test: has {queries.shape[1]} columns, Z_train has {gallery.shape[1]}")
+    y_gal = check_labels(prep["y_train"], "y_train", n=gallery.shape[0])
+    y_q = check_labels(prep["y_test"], "y_test")[: queries.shape[0]]
+    return np.clip(queries @ gallery.T, -1.0, 1.0), y_q, y_gal
+
+
+def mechanism(params: Params, n_queries: int) -> GaussianScoreMechanism:
+    """The cell's Gaussian mechanism for ``n_queries`` released vectors."""
+    margin = params.public_margin
+    base = params.sensitivity if margin is None else vector_sensitivity(margin)
+    sens = base * (np.sqrt(n_queries) if params.joint_queries else 1.0)
+    return GaussianScoreMechanism(params.epsilon, params.delta, sens, params.calibrator,
+                                  clip=params.mechanism == "gaussian", score_floor=-1.0 if margin is None else -margin)
+
+
+def release(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
+    """Arrays ``scores`` (q, n) released, ``query_labels`` (q,), ``gallery_labels`` (n,); σ and clip share."""
+    s, y_q, y_gal = clean_scores(inputs, params)
+    info: dict = {"regime": "vector", "mechanism": params.mechanism, "calibrator": params.calibrator,
+                  "n_queries": int(s.shape[0])}
+    if params.mechanism == "clean":
+        out, sigma, clipped = s, 0.0, 0.0
+    elif params.mechanism == "identity":
+        out, sigma, clipped = np.zeros_like(s), 0.0, 0.0
+    else:
+        mech = mechanism(params, s.shape[0])
+        rel = mech.release(s, stream(seed, "release"))
+        out, sigma, clipped = rel.scores, rel.sigma, rel.clipped_fraction
+        info.update(sensitivity=mech.sensitivity, joint_queries=params.joint_queries,
+                    below_margin_fraction=float(np.mean(s < mech.score_floor)))
+    info.update(sigma=sigma, clipped_fraction=clipped)
+    arrays = {"scores": out, "query_labels": y_q, "gallery_labels": y_gal}
+    return StageOutput(arrays=arrays, metrics={"release_sigma": sigma, "release_clipped_fraction": clipped}, info=info)
+
+
+def integrate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
+    """Arrays ``ranking`` (q, n) and (thresholded, −1-padded) ``topk`` (q, k); seeded random (default) or index tie-break."""
+    scores = check_array(inputs["release"]["scores"], "release.scores", ndim=2)
+    k = min(params.top_k, scores.shape[1])
+    ranking = rank_items(scores, stream(seed, "integrate"), tiebreak=params.tiebreak)
+    topk = thresholded_topk(scores, ranking, k, params.retrieval_threshold)
+    boundary_tie = 0.0
+    if k < scores.shape[1]:
+        kth = np.take_along_axis(scores, ranking[:, k - 1 : k + 1], axis=1)
+        boundary_tie = float(np.mean(kth[:, 0] == kth[:, 1]))
+    info = {"k": k, "tiebreak": params.tiebreak, "boundary_tie_fraction": boundary_tie}
+    return StageOutput(arrays={"topk": topk, "ranking": ranking}, info=info)
+
+
+def attack(inputs: StageInputs, params: Params, seed: int) -> tuple[float, dict]:
+    """(ε lower bound, info) of the score release on the worst-case neighbours."""
+    if params.mechanism == "identity":
+        def fn(clean: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+            return np.zeros_like(clean)
+    elif params.mechanism == "clean":
+        def fn(clean: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+            return clean
+    else:
+        mech = mechanism(params, np.asarray(inputs["release"]["scores"]).shape[0])
+
+        def fn(clean: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+            return mech.release(clean, rng).scores
+
+    res = audit_score_release(fn, params.delta, params.audit_releases, int(stream(seed, "attack").integers(2**31)),
+                              params.audit_alpha)
+    return res.epsilon_lower_bound, {"audited": "score vector, differing coordinate +1 vs -1", **audit_info(res)}
+
+
+def evaluate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
+    """Verification over all (query, gallery) pairs, retrieval, score MSE, clip share, audit numbers."""
+    rel = inputs["release"]
+    scores = check_array(rel["scores"], "release.scores", ndim=2)
+    y_q, y_gal = rel["query_labels"], rel["gallery_labels"]
+    s_flat, genuine = pair_scores(scores, y_q, y_gal)
+    upper = np.inf if params.mechanism == "noisy" else 1.0
+    metrics = verification_metrics(s_flat, genuine, params.threshold, upper)
+    integ = inputs["integrate"]
+    metrics.update(retrieval_metrics(integ["topk"], integ["ranking"], y_q, y_gal))
+    clean, _, _ = clean_scores(inputs, params)
+    metrics["utility_score_mse"] = float(np.mean((scores - clean) ** 2))
+    metrics["release_clipped_fraction"] = (
+        float(np.mean(np.abs(scores) >= 1.0)) if params.mechanism == "gaussian" else 0.0
+    )
+    metrics.update(privacy_from_attack(inputs.get("attack", {})))
+    return StageOutput(metrics=metrics, info={"tar_upper": upper if np.isfinite(upper) else None, "epsilon_cap": EPSILON_CAP})
