@@ -1,0 +1,124 @@
+"""The four DC stages run in order on tiny digits inputs; metrics are finite, sensible, reproducible."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from pydantic import ValidationError as PydanticValidationError
+
+from veilbench.dc import family
+from veilbench.families.base import STAGES
+
+from .conftest import make_inputs
+
+
+def run_cell(inputs: dict, params: family.Params, seed: int) -> dict[str, float]:
+    state = dict(inputs)
+    out = None
+    for stage in STAGES:
+        out = getattr(family, stage)(state, params, seed)
+        for arr in out.arrays.values():
+            assert arr.dtype != object
+        state[stage] = out.arrays
+    return out.metrics
+
+
+FAST = {"n_estimators": 30, "attacks": ("lr", "pinv"), "n_anchor": 150, "n_smote_source": 40}
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"method": "nki", "graph": "tsl", "center": True},
+        {"method": "lki", "obfuscation": "kpca", "anchor": "minmax"},
+        {"method": "nki", "nystrom_rank": 60, "kernel_gamma": "median", "features": "embed"},
+        {"method": "gep", "anchor": "real", "n_anchor": 60},
+        {"method": "mpp", "obfuscation": "orthogonal", "anchor": "gaussian", "classifier": "logreg"},
+    ],
+)
+def test_stages_give_sensible_reproducible_metrics(digits_inputs, options):
+    params = family.Params(**{**FAST, **options})
+    metrics = run_cell(digits_inputs, params, seed=3)
+    for name in ("utility_accuracy", "utility_accuracy_central", "utility_accuracy_local",
+                 "privacy_reconstruction_accuracy_best", "privacy_reconstruction_mse",
+                 "privacy_linkage_rate", "privacy_linkage_rate_chance"):
+        assert math.isfinite(metrics[name]), name
+    assert 0.0 <= metrics["privacy_reconstruction_accuracy_best"] <= 1.0
+    # a 10-class problem: collaboration must clearly beat chance (0.1) and Central must beat Local
+    assert metrics["utility_accuracy"] > 0.3
+    assert metrics["utility_accuracy_central"] > metrics["utility_accuracy_local"]
+    assert metrics["privacy_reconstruction_mse"] > 0
+    assert run_cell(digits_inputs, params, seed=3) == metrics
+
+
+def test_default_params_run_and_mlp_attack_counts(digits_inputs):
+    metrics = run_cell(digits_inputs, family.Params(n_estimators=30, mlp_max_iter=50), seed=0)
+    assert {"privacy_reconstruction_accuracy_mlp", "privacy_reconstruction_accuracy_lr"} <= set(metrics)
+    best = max(metrics[f"privacy_reconstruction_accuracy_{a}"] for a in ("lr", "pinv", "mlp"))
+    assert metrics["privacy_reconstruction_accuracy_best"] == best
+
+
+def test_invertible_obfuscation_leaks_every_record_end_to_end(digits_inputs):
+    """d̃ = d random orthogonal f_k and full-rank leaked random anchors: LR/PINV invert f_k exactly."""
+    params = family.Params(n_estimators=30, attacks=("lr", "pinv"), anchor="gaussian", n_anchor=300,
+                           obfuscation="orthogonal", d_tilde=64, method="lki")
+    metrics = run_cell(digits_inputs, params, seed=0)
+    assert metrics["privacy_reconstruction_mse"] < 1e-12
+    assert metrics["privacy_linkage_rate"] >= 0.9
+    assert metrics["privacy_linkage_rate"] > 100 * metrics["privacy_linkage_rate_chance"]
+
+
+def test_own_readout_equals_joint_with_one_party():
+    inputs = make_inputs(n_train=200, n_parties=1, seed=4)
+    joint = run_cell(inputs, family.Params(**FAST, method="lki"), seed=0)
+    own = run_cell(inputs, family.Params(**FAST, method="lki", readout="own"), seed=0)
+    assert own == joint
+
+
+def test_release_keeps_sources_out_of_parties(digits_inputs):
+    params = family.Params(**FAST)
+    out = family.release(digits_inputs, params, seed=1)
+    rel = out.arrays
+    assert np.intersect1d(rel["record_index"], rel["source_index"]).size == 0
+    assert rel["source_index"].size == params.n_smote_source
+    assert rel["ir_anchor"].shape == (4, params.n_anchor, params.d_tilde)
+    assert rel["ir_test"].shape == (4, digits_inputs["prepare"]["X_test"].shape[0], params.d_tilde)
+    # class-balanced anchor labels: counts differ by at most one
+    counts = np.bincount(rel["anchor_labels"])
+    assert counts.max() - counts.min() <= 1
+
+
+@pytest.mark.parametrize(
+    ("options", "field"),
+    [
+        ({"d_tilde": 300, "n_anchor": 200}, "d_tilde"),
+        ({"center": True, "method": "lki"}, "center"),
+        ({"graph": "tsl", "anchor": "uniform"}, "graph"),
+        ({"n_smote_source": 300, "n_anchor": 200}, "n_smote_source"),
+        ({"nystrom_rank": 500, "n_anchor": 200}, "nystrom_rank"),
+        ({"kernel_gamma": -1.0}, "kernel_gamma"),
+        ({"lam": 0.0}, "lam"),
+        ({"obfuscation": "tsne"}, "obfuscation"),
+        ({"unknown": 1}, "unknown"),
+    ],
+)
+def test_bad_params_name_the_field(options, field):
+    with pytest.raises(PydanticValidationError, match=field):
+        family.Params(**options)
+
+
+def test_n_per_party_subsamples_each_party_and_rejects_too_many(digits_inputs):
+    rel = family.release(digits_inputs, family.Params(**FAST, n_per_party=30), seed=2).arrays
+    assert np.bincount(rel["party"]).tolist() == [30, 30, 30, 30]
+    with pytest.raises(ValueError, match="n_per_party"):
+        family.release(digits_inputs, family.Params(**FAST, n_per_party=500), seed=2)
+
+
+def test_target_party_out_of_range_is_rejected(digits_inputs):
+    params = family.Params(**FAST, target_party=7)
+    state = dict(digits_inputs)
+    state["release"] = family.release(state, params, 0).arrays
+    with pytest.raises(ValueError, match="target_party"):
+        family.attack(state, params, 0)

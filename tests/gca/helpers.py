@@ -1,0 +1,28 @@
+"""Tiny deterministic data for the GCA tests."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def blob_data(seed: int = 0, n_normal: int = 120, n_anom: int = 60, d: int = 6):
+    """Normals on a 2-d plane in R^d plus noise; anomalies shifted off the plane. Returns (normal, anomalies)."""
+    rng = np.random.default_rng(seed)
+    basis = np.linalg.qr(rng.standard_normal((d, 2)))[0].T
+    normal = rng.standard_normal((n_normal, 2)) @ basis + 0.05 * rng.standard_normal((n_normal, d))
+    anom = rng.standard_normal((n_anom, 2)) @ basis + 0.05 * rng.standard_normal((n_anom, d))
+    anom += 3.0 * rng.standard_normal((1, d))
+    return normal.astype(np.float32), anom.astype(np.float32)
+
+
+def tiny_federation(sizes=(30, 30, 30), seed: int = 0, d: int = 6):
+    """A Federation with clients of the given sizes on :func:`blob_data`."""
+    from veilbench.gca.models import AESpec
+    from veilbench.gca.simulator import Federation
+
+    normal, anom = blob_data(seed, n_normal=sum(sizes) + 40, d=d)
+    cuts = np.cumsum((0, *sizes))
+    clients = [normal[cuts[i] : cuts[i + 1]] for i in range(len(sizes))]
+    x_test = np.vstack([normal[cuts[-1] :], anom])
+    y_test = np.r_[np.zeros(normal.shape[0] - cuts[-1]), np.ones(anom.shape[0])].astype(np.int64)
+    return Federation(clients, x_test, y_test, AESpec("mlp", d))

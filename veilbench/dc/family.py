@@ -1,0 +1,309 @@
+r"""Data Collaboration (DC) family: anchors, per-party obfuscation, MPP/GEP/ODC/LKI/NKI integration,
+anchor-pair reconstruction attacks (spec ``shared/specs/data-collaboration.md``, Suetake et al. 2026,
+arXiv:2605.27219; issue 5).
+
+Stages (``seed`` = trial index ``r``; it seeds sources, anchors, obfuscators, attacks and every RF):
+
+``release`` (party side, §1)
+    Features: ``features="unit"`` (default) divides ``inputs["prepare"]["X_train"]`` (and ``X_test``)
+    by ``max |X_train|`` — pixels/16 on digits, /255 on MNIST, the paper's [0,1] scaling (§1.3) that
+    its RBF ``γ = 1`` assumes (§9); ``"embed"`` uses ``inputs["embed"]["Z_train"]`` (standardised
+    features, on which ``γ = 1`` is far too large: use ``kernel_gamma="median"``); ``"raw"`` the
+    unscaled ``X_train``. For ``anchor ∈ {smote, real}`` a class-balanced set of
+    ``n_smote_source`` real records (``n_anchor`` for ``real``) is drawn from the *training* records
+    and removed from the parties [assume: the pipeline has no separate pool]; the anchor is built
+    from them. Random anchors use the statistics of the party records. With ``n_per_party`` each
+    party keeps a seeded random subset of that many records (spec: K parties of n records each);
+    the remaining records are unused. Party ``k`` fits ``f_k`` on
+    ``X(k)`` and releases ``ir_train`` rows (its ``X̃(k)``, with ``party`` and ``y``) and
+    ``ir_anchor[k] = Ã(k)``; ``ir_test[k] = f_k(X_test)`` is what party ``k`` feeds ``g_k`` at
+    prediction time. ``anchor`` (``A``), ``record_index`` and ``source_index`` are private /
+    evaluation-only arrays: the analyst (``integrate``) never reads them.
+``integrate`` (analyst side, §2)
+    Fits ``{g_k}`` on ``ir_anchor`` (and the anchor labels for TSL) and outputs ``collab_train``
+    (``X̂``, n × d̂) and ``collab_test`` (K × m × d̂).
+``attack`` (§5)
+    The attacker holds the anchor rows whose label is in ``leaked_labels`` (for unlabelled anchors:
+    a seeded random ``|leaked_labels|/C`` fraction of rows) and the target party's IRs of them; it
+    reconstructs the target party's private records whose label is *not* leaked [lit default] with
+    LR, PINV and MLP.
+``evaluate`` (§3, §5)
+    Utility: ``utility_accuracy`` (classifier on ``X̂``, or on ``X̂(k)`` with ``readout="own"``;
+    mean over parties of the shared-test accuracy), ``utility_accuracy_central``,
+    ``utility_accuracy_local``. Privacy, per attack (suffix ``_lr``, ``_pinv``, ``_mlp``) and as the
+    worst case over attacks:
+
+    * ``privacy_reconstruction_accuracy_best``: max over attacks of the label-match rate of an RF
+      trained on at most ``evaluator_records`` (5 000, as the paper) original training records
+      outside the target party [assume: the paper's evaluator images are independent];
+    * ``privacy_reconstruction_mse``: min over attacks of the mean squared error per entry;
+    * ``privacy_linkage_rate``: max over attacks of the unique-nearest-record linkage rate against
+      all training records, with ``privacy_linkage_rate_chance`` = 1/n.
+
+    For a privacy–utility plot the utility number is ``utility_accuracy`` and the privacy number
+    ``privacy_reconstruction_accuracy_best``.
+"""
+
+from __future__ import annotations
+
+import time
+from functools import partial
+from typing import Literal
+
+import numpy as np
+from pydantic import Field, model_validator
+
+from veilbench.dc._base import BaseIntegrator
+from veilbench.dc.anchors import random_anchor, select_sources, smote_anchor
+from veilbench.dc.attacks import make_attack
+from veilbench.dc.downstream import central_accuracy, collaboration_accuracy, local_accuracy, make_classifier
+from veilbench.dc.kernel import NKI
+from veilbench.dc.linear import GEP, LKI, MPP, ODC
+from veilbench.dc.nystrom import NystromNKI
+from veilbench.dc.obfuscation import obfuscate_parties
+from veilbench.families.base import FamilyParams, StageInputs, StageOutput
+from veilbench.metrics.linkage import linkage_rate
+from veilbench.validation import ValidationError
+
+
+class Params(FamilyParams):
+    """One DC cell. Defaults: PCA obfuscation, d̃ = 10, 200 SMOTE anchors from 50 sources, NKI."""
+
+    features: Literal["unit", "embed", "raw"] = Field("unit", description="unit: X/max|X_train|; embed: Z; raw: X")
+    anchor: Literal["smote", "real", "uniform", "minmax", "gaussian"] = Field("smote", description="kind (§1.2)")
+    n_anchor: int = Field(200, ge=2, le=100_000, description="na; for 'real' also the number of real sources")
+    n_smote_source: int = Field(50, ge=1, description="na_smote real sources (anchor='smote' only)")
+    k_nn: int = Field(10, ge=1, description="SMOTE and graph neighbours (clipped to n_c − 1 in SMOTE)")
+    n_per_party: int | None = Field(None, ge=2, description="seeded subsample of n records per party (None: all)")
+    obfuscation: Literal["pca", "kpca", "umap", "orthogonal"] = Field("pca", description="per-party f_k (§1.3)")
+    d_tilde: int = Field(10, ge=1, description="intermediate dimension d̃ = d̂")
+    method: Literal["mpp", "gep", "odc", "lki", "nki"] = Field("nki", description="analyst's integration (§2)")
+    graph: Literal["none", "gl", "tsl"] = Field("none", description="NKI graph regulariser (§2.6–2.7)")
+    center: bool = Field(False, description="NKI centering constraint 1ᵀZ = 0 (§2.8)")
+    mu: float = Field(1.0, ge=0.0, description="graph weight μ")
+    kernel_gamma: float | Literal["median"] = Field(1.0, description="RBF γ > 0, or 'median' per party (§9)")
+    lam: float = Field(1.0, gt=0.0, description="kernel ridge λ")
+    nki_objective: Literal["paper", "residual"] = Field("paper", description="Thm 2, or residual-only ablation")
+    nystrom_rank: int | None = Field(None, ge=1, description="Nyström rank for NKI (None: exact)")
+    classifier: Literal["rf", "logreg"] = Field("rf", description="downstream model h (§3)")
+    readout: Literal["joint", "own"] = Field("joint", description="one h on all X̂, or h_k on X̂(k) (§3, §9)")
+    n_estimators: int = Field(100, ge=1, le=2000, description="trees of every random forest")
+    leaked_labels: tuple[int, ...] = Field((0, 1, 2), min_length=1, description="labels of leaked anchor rows (§5)")
+    attacks: tuple[Literal["lr", "pinv", "mlp"], ...] = Field(("lr", "pinv", "mlp"), min_length=1)
+    target_party: int = Field(0, ge=0, description="party whose records are reconstructed")
+    evaluator_records: int = Field(5000, ge=10, description="cap on the reconstruction evaluator's training rows")
+    mlp_max_iter: int = Field(600, ge=1, description="MLP attack iterations")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Params:
+        nki_only = {
+            "graph": self.graph != "none",
+            "center": self.center,
+            "nystrom_rank": self.nystrom_rank is not None,
+            "nki_objective": self.nki_objective != "paper",
+        }
+        for name, used in nki_only.items():
+            if used and self.method != "nki":
+                raise ValueError(f"{name}: only applies to method='nki', got method={self.method!r}")
+        if self.nystrom_rank is not None and (self.graph != "none" or self.nki_objective != "paper"):
+            raise ValueError("nystrom_rank: Nyström NKI supports graph='none' and nki_objective='paper' only")
+        if self.nystrom_rank is not None and self.nystrom_rank > self.n_anchor:
+            raise ValueError(f"nystrom_rank: must be ≤ n_anchor = {self.n_anchor}, got {self.nystrom_rank}")
+        if self.graph == "tsl" and self.anchor not in ("smote", "real"):
+            raise ValueError(f"graph: 'tsl' needs labelled anchors ('smote' or 'real'), got anchor={self.anchor!r}")
+        if self.anchor == "smote" and self.n_smote_source > self.n_anchor:
+            raise ValueError(f"n_smote_source: must be ≤ n_anchor = {self.n_anchor}, got {self.n_smote_source}")
+        if isinstance(self.kernel_gamma, float) and not self.kernel_gamma > 0:
+            raise ValueError(f"kernel_gamma: must be > 0 or 'median', got {self.kernel_gamma}")
+        limit = self.n_anchor - int(self.center)
+        if self.d_tilde > limit:
+            what = "n_anchor − 1 (centering)" if self.center else "n_anchor"
+            raise ValueError(f"d_tilde: must be ≤ {what} = {limit}, got {self.d_tilde}")
+        return self
+
+
+def _features(inputs: StageInputs, params: Params) -> tuple[np.ndarray, np.ndarray]:
+    """(train (n × d), test (m × d)) features the parties hold; ``unit`` divides by max |X_train|."""
+    if params.features == "embed":
+        return np.asarray(inputs["embed"]["Z_train"], float), np.asarray(inputs["embed"]["Z_test"], float)
+    x_train = np.asarray(inputs["prepare"]["X_train"], float)
+    x_test = np.asarray(inputs["prepare"]["X_test"], float)
+    if params.features == "raw":
+        return x_train, x_test
+    scale = float(np.max(np.abs(x_train))) or 1.0
+    return x_train / scale, x_test / scale
+
+
+def release(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
+    """Party side: anchor, per-party ``f_k``, and the released IRs (see module docstring)."""
+    x_train, x_test = _features(inputs, params)
+    y = np.asarray(inputs["prepare"]["y_train"]).astype(np.int64)
+    party = np.asarray(inputs["prepare"]["party_train"]).astype(np.int64)
+    rng = np.random.default_rng(seed)
+    keep = np.ones(y.size, bool)
+    source_index = np.zeros(0, np.int64)
+    if params.anchor in ("smote", "real"):
+        n_src = params.n_anchor if params.anchor == "real" else params.n_smote_source
+        source_index = select_sources(y, n_src, rng)
+        keep[source_index] = False
+        anchor = smote_anchor(x_train[source_index], y[source_index], params.n_anchor, params.k_nn, rng)
+    else:
+        anchor = random_anchor(params.anchor, x_train[keep], params.n_anchor, rng)
+    parties = np.unique(party)
+    if not np.array_equal(parties, np.arange(parties.size)):
+        raise ValidationError(f"party_train: party ids must be 0 … K−1, got {parties.tolist()}")
+    idx = [np.flatnonzero(keep & (party == k)) for k in parties]
+    if params.n_per_party is not None:
+        short = {int(k): int(i.size) for k, i in zip(parties, idx, strict=True) if i.size < params.n_per_party}
+        if short:
+            raise ValidationError(f"n_per_party: parties {short} hold fewer than {params.n_per_party} records")
+        idx = [np.sort(rng.choice(i, size=params.n_per_party, replace=False)) for i in idx]
+    own, shared, settings = obfuscate_parties(
+        params.obfuscation, params.d_tilde, [x_train[i] for i in idx], [anchor.X, x_test], seed
+    )
+    record_index = np.concatenate(idx)
+    arrays = {
+        "ir_train": np.vstack(own),
+        "party": party[record_index],
+        "y": y[record_index],
+        "ir_anchor": np.stack([s[0] for s in shared]),
+        "anchor_labels": anchor.y,
+        "ir_test": np.stack([s[1] for s in shared]),
+        "anchor": anchor.X,
+        "record_index": record_index,
+        "source_index": source_index,
+    }
+    info = {
+        "n_parties": int(parties.size),
+        "party_sizes": [int(i.size) for i in idx],
+        "d_tilde": params.d_tilde,
+        "n_anchor": int(anchor.X.shape[0]),
+        "n_sources_removed": int(source_index.size),
+        "smote_k_nn_used": {str(c): k for c, k in anchor.k_nn_used.items()},
+        "smote_fallback_classes": anchor.fallback_classes,
+        "umap_settings": settings if params.obfuscation == "umap" else [],
+        "released_by_parties": ["ir_train", "party", "y", "ir_anchor", "ir_test"],
+        "private_not_for_analyst": ["anchor", "record_index", "source_index"],
+    }
+    return StageOutput(arrays=arrays, info=info)
+
+
+def make_integrator(params: Params, seed: int) -> BaseIntegrator:
+    """The integrator a cell's ``method`` (and NKI options) names."""
+    if params.method == "nki":
+        if params.nystrom_rank is not None:
+            return NystromNKI(
+                params.nystrom_rank, gamma=params.kernel_gamma, lam=params.lam, center=params.center, seed=seed
+            )
+        graph = None if params.graph == "none" else params.graph
+        return NKI(
+            gamma=params.kernel_gamma, lam=params.lam, graph=graph, mu=params.mu, k_nn=params.k_nn,
+            center=params.center, objective=params.nki_objective,
+        )
+    return {"mpp": MPP, "gep": GEP, "odc": ODC, "lki": LKI}[params.method]()
+
+
+def integrate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
+    """Analyst side: fit ``{g_k}`` on the anchor IRs; map the released and test IRs."""
+    rel = inputs["release"]
+    ir_anchor, party, labels = rel["ir_anchor"], rel["party"], rel["anchor_labels"]
+    integrator = make_integrator(params, seed)
+    t0 = time.perf_counter()
+    integrator.fit(list(ir_anchor), labels if np.all(labels >= 0) else None)
+    t1 = time.perf_counter()
+    collab_test = np.stack([integrator.transform(t, k) for k, t in enumerate(rel["ir_test"])])
+    t2 = time.perf_counter()
+    collab_train = np.zeros((party.size, integrator.n_components_))
+    for k in range(ir_anchor.shape[0]):
+        collab_train[party == k] = integrator.transform(rel["ir_train"][party == k], k)
+    info = {"integrator": type(integrator).__name__, "n_components": integrator.n_components_}
+    if isinstance(integrator, GEP):
+        info["gep_ridge_used"] = integrator.ridge_used_
+    if isinstance(integrator, NKI):
+        nearest = [integrator.kernel_rows(t, k).max(axis=1) for k, t in enumerate(rel["ir_test"])]
+        info.update(
+            gammas=integrator.gammas_,
+            median_anchor_distance=integrator.median_distances_,
+            test_fraction_far_from_anchors=[float(np.mean(v < 1e-6)) for v in nearest],
+            graph_skipped=integrator.graph_skipped_,
+            centering_diagnostic=(np.abs(integrator.Z_.sum(0)) / np.sqrt(integrator.n_anchor_)).tolist(),
+        )
+    n_test_rows = collab_test.shape[0] * collab_test.shape[1]
+    metrics = {"cost_fit_seconds": t1 - t0, "cost_transform_seconds_per_record": (t2 - t1) / max(n_test_rows, 1)}
+    return StageOutput(arrays={"collab_train": collab_train, "collab_test": collab_test}, metrics=metrics, info=info)
+
+
+def _leaked_rows(labels: np.ndarray, params: Params, n_classes: int, seed: int) -> np.ndarray:
+    if np.all(labels >= 0):
+        return np.flatnonzero(np.isin(labels, params.leaked_labels))
+    n_leak = int(np.ceil(labels.size * len(set(params.leaked_labels)) / n_classes))
+    return np.sort(np.random.default_rng(seed).choice(labels.size, size=min(n_leak, labels.size), replace=False))
+
+
+def attack(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
+    """Reconstruct the target party's non-leaked-label records from leaked anchor pairs (spec §5)."""
+    rel = inputs["release"]
+    n_parties = rel["ir_anchor"].shape[0]
+    k = params.target_party
+    if k >= n_parties:
+        raise ValidationError(f"target_party: must lie in [0, {n_parties - 1}], got {k}")
+    n_classes = np.unique(inputs["prepare"]["y_train"]).size
+    leaked = _leaked_rows(rel["anchor_labels"], params, n_classes, seed)
+    if leaked.size < 2:
+        raise ValidationError(f"leaked_labels: {list(params.leaked_labels)} pick {leaked.size} anchor rows, need ≥ 2")
+    target = (rel["party"] == k) & ~np.isin(rel["y"], params.leaked_labels)
+    if not np.any(target):
+        raise ValidationError(
+            f"target_party: party {k} holds no record outside leaked_labels {list(params.leaked_labels)}"
+        )
+    recons = []
+    for name in params.attacks:
+        att = make_attack(name, seed=seed, max_iter=params.mlp_max_iter)
+        att.fit(rel["ir_anchor"][k][leaked], rel["anchor"][leaked])
+        recons.append(att.reconstruct(rel["ir_train"][target]))
+    arrays = {"reconstructions": np.stack(recons), "target_index": rel["record_index"][target]}
+    info = {"attacks": list(params.attacks), "n_leaked_pairs": int(leaked.size), "n_targets": int(target.sum()),
+            "target_party": k}
+    return StageOutput(arrays=arrays, info=info)
+
+
+def evaluate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
+    """Utility (collaboration / central / local) and reconstruction-risk metrics (spec §3, §5)."""
+    rel, integ, att = inputs["release"], inputs["integrate"], inputs["attack"]
+    x_train, x_test = _features(inputs, params)
+    y_train, y_test = np.asarray(inputs["prepare"]["y_train"]), np.asarray(inputs["prepare"]["y_test"])
+
+    clf = partial(make_classifier, params.classifier, seed, params.n_estimators)
+    acc, per_party = collaboration_accuracy(
+        integ["collab_train"], rel["y"], rel["party"], integ["collab_test"], y_test, clf(), params.readout
+    )
+    rows = rel["record_index"]
+    metrics = {
+        "utility_accuracy": acc,
+        "utility_accuracy_central": central_accuracy(x_train[rows], y_train[rows], x_test, y_test, clf()),
+        "utility_accuracy_local": local_accuracy(x_train[rows], y_train[rows], rel["party"], x_test, y_test, clf()),
+    }
+    target = att["target_index"]
+    outside = np.setdiff1d(np.arange(y_train.size), rows[rel["party"] == params.target_party])
+    if outside.size > params.evaluator_records:
+        outside = np.random.default_rng(seed).choice(outside, size=params.evaluator_records, replace=False)
+    evaluator = make_classifier("rf", seed, params.n_estimators).fit(x_train[outside], y_train[outside])
+    per_attack = {}
+    for name, rec in zip(params.attacks, att["reconstructions"], strict=True):
+        per_attack[name] = {
+            "privacy_reconstruction_accuracy": float(np.mean(evaluator.predict(rec) == y_train[target])),
+            "privacy_reconstruction_mse": float(np.mean((rec - x_train[target]) ** 2)),
+            "privacy_linkage_rate": linkage_rate(rec, x_train, target).rate,
+        }
+        metrics.update({f"{metric}_{name}": value for metric, value in per_attack[name].items()})
+    best = max(per_attack, key=lambda n: per_attack[n]["privacy_reconstruction_accuracy"])
+    metrics.update(
+        privacy_reconstruction_accuracy_best=per_attack[best]["privacy_reconstruction_accuracy"],
+        privacy_reconstruction_accuracy_chance=1.0 / np.unique(y_train[target]).size,
+        privacy_reconstruction_mse=min(v["privacy_reconstruction_mse"] for v in per_attack.values()),
+        privacy_linkage_rate=max(v["privacy_linkage_rate"] for v in per_attack.values()),
+        privacy_linkage_rate_chance=1.0 / y_train.size,
+    )
+    info = {"best_attack": best, "utility_accuracy_per_party": per_party, "utility_metric": "utility_accuracy",
+            "privacy_metric": "privacy_reconstruction_accuracy_best"}
+    return StageOutput(metrics={k: float(v) for k, v in metrics.items()}, info=info)

@@ -1,0 +1,98 @@
+r"""Nyström approximation of NKI for large anchor sets (issue 5 "Large anchors"; spec §2.5).
+
+With ``r`` landmark anchors ``J ⊂ [na]`` (the same rows for every party, drawn with ``seed``),
+``C_k = κ_k(Ã(k), Ã(k)_J)`` (na × r) and ``W_k = C_k[J]`` (r × r), the kernel is approximated as
+``K_k ≈ L_k L_kᵀ`` with ``L_k = C_k W_k^{-1/2}`` (eigenvalues of ``W_k`` below
+``rcond·max`` dropped). Writing ``L_k = U_k Σ_k V_kᵀ`` (thin SVD), Woodbury gives
+
+``λ S_k = I − H_k``,  ``H_k = U_k diag(σ²/(σ²+λ)) U_kᵀ``,
+
+so minimising ``tr(Zᵀ λΣ_k S_k Z)`` over ``ZᵀZ = I`` means taking the top-``d̂`` left singular vectors
+of ``V = [U_1 diag(σ/√(σ²+λ)), …, U_K diag(…)]`` (na × Σr), after projecting ``V`` onto
+``{z : 1ᵀz = 0}`` when ``center=True``. Then ``Γ_k = S_k Z = (Z − H_k Z)/λ`` and
+
+``g_k(x) = φ_k(x) L_kᵀ Γ_k``,  ``φ_k(x) = κ_k(x, Ã(k)_J) W_k^{-1/2}``,
+
+precomputed as ``B_k = W_k^{-1/2} L_kᵀ Γ_k`` (r × d̂). Cost: fit O(K na r² + na (Kr) d̂) — linear in
+``na`` — and O(r (d̃ + d̂)) per new row. With ``r = na`` (all anchors as landmarks) ``L_k L_kᵀ = K_k``
+and ``φ_k(x) L_kᵀ = κ_k(x, Ã(k))``, so the fit equals exact :class:`~veilbench.dc.kernel.NKI`.
+Graph regularisation needs the dense ``na × na`` Laplacian and is not offered here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+import numpy as np
+
+from veilbench.dc._base import BaseIntegrator, check_anchor_reps
+from veilbench.dc.kernel import median_gamma, rbf_kernel
+from veilbench.validation import ValidationError, as_rng, check_in_range
+
+
+def _inv_sqrt_psd(w: np.ndarray, rcond: float) -> np.ndarray:
+    """``W^{-1/2}`` (r × r') restricted to eigenvalues above ``rcond·max``: columns ``v_j/√e_j``."""
+    e, v = np.linalg.eigh(0.5 * (w + w.T))
+    keep = e > rcond * max(float(e[-1]), 0.0)
+    return v[:, keep] / np.sqrt(e[keep])
+
+
+class NystromNKI(BaseIntegrator):
+    """NKI (paper objective, C = I, no graph) with a rank-``rank`` Nyström kernel per party.
+
+    Learnt: ``landmarks_`` (r,), ``Z_`` (na × d̂), ``B_`` (list of r × d̂), ``gammas_``.
+    """
+
+    def __init__(
+        self,
+        rank: int = 200,
+        n_components: int | None = None,
+        gamma: float | Literal["median"] = 1.0,
+        lam: float = 1.0,
+        center: bool = False,
+        rcond: float = 1e-10,
+        seed: int | None = 0,
+    ):
+        self.rank = rank
+        self.n_components = n_components
+        self.gamma = gamma
+        self.lam = lam
+        self.center = center
+        self.rcond = rcond
+        self.seed = seed
+
+    def fit(self, anchor_reps: Sequence[np.ndarray], anchor_labels: np.ndarray | None = None) -> NystromNKI:
+        """Fit on ``[Ã(1), …, Ã(K)]``; ``anchor_labels`` is ignored (no graph)."""
+        reps, d_hat = check_anchor_reps(anchor_reps, self.n_components, min_extra_rows=int(bool(self.center)))
+        n_a = reps[0].shape[0]
+        check_in_range(self.rank, "rank", 1, n_a)
+        check_in_range(self.lam, "lam", 0.0, None, low_inclusive=False)
+        if self.gamma != "median":
+            check_in_range(self.gamma, "gamma", 0.0, None, low_inclusive=False)
+        self.landmarks_ = np.sort(as_rng(self.seed).choice(n_a, size=int(self.rank), replace=False))
+        self.gammas_ = [median_gamma(a) if self.gamma == "median" else float(self.gamma) for a in reps]
+        factors, blocks = [], []
+        for a, g in zip(reps, self.gammas_, strict=True):
+            c = rbf_kernel(a, a[self.landmarks_], g)
+            w_isqrt = _inv_sqrt_psd(c[self.landmarks_], self.rcond)
+            u, s, vt = np.linalg.svd(c @ w_isqrt, full_matrices=False)
+            factors.append((w_isqrt, u, s, vt))
+            blocks.append(u * (s / np.sqrt(s**2 + self.lam)))
+        v_all = np.hstack(blocks)
+        if self.center:
+            v_all = v_all - v_all.mean(axis=0)
+        z, sv, _ = np.linalg.svd(v_all, full_matrices=False)
+        if sv.size < d_hat:
+            raise ValidationError(f"rank: Σ_k rank(L_k) = {sv.size} < d̂ = {d_hat}; raise the Nyström rank")
+        self.Z_ = z[:, :d_hat]
+        self.B_ = []
+        for w_isqrt, u, s, vt in factors:
+            gamma_k = (self.Z_ - u @ ((s**2 / (s**2 + self.lam))[:, None] * (u.T @ self.Z_))) / self.lam
+            self.B_.append(w_isqrt @ (vt.T @ (s[:, None] * (u.T @ gamma_k))))
+        self.anchors_ = [a[self.landmarks_] for a in reps]
+        self._set_shapes(reps, d_hat)
+        return self
+
+    def _apply(self, x: np.ndarray, party: int) -> np.ndarray:
+        return rbf_kernel(x, self.anchors_[party], self.gammas_[party]) @ self.B_[party]

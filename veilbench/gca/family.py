@@ -1,0 +1,260 @@
+r"""GCA family: federated autoencoder anomaly detection, FL baselines, extraction attack.
+
+Follows the spec ``shared/specs/gca.md`` of *GCA: Global Centroid Alignment in Federated
+Learning* (issue 4). One cell = one method (``gca``, ``fedavg``, ``fedprox``, ``fednova``,
+``dpfedavg``, ``single``, ``centralized``) on one dataset/encoder; stages:
+
+* ``release``: run the deterministic simulator (:mod:`veilbench.gca.simulator`;
+  ``engine="vectorized"`` trains the clients of a parameter-sharing MLP run in one batch,
+  :mod:`veilbench.gca.vectorized`). Arrays: the evaluation curves (accuracy, ROC AUC, round,
+  epoch), what the server obtains from the victim (client 0): its last-round local parameters
+  (parameter sharing) or a fresh latent upload after ``attack_extra_epochs`` more reconstruction
+  epochs (GCA), and the per-round bytes sent.
+  Metrics: ``comm_mib_per_round`` and, for DP-FedAvg, ``dp_epsilon``/``dp_delta`` (RDP accountant;
+  picked up by the privacy ledger).
+* ``integrate``: checkpoint selection under the paper's protocol (max over all evaluation points:
+  GCA per reconstruction epoch, baselines per round), the matched one (max over per-round
+  checkpoints for every method) and the final round (:mod:`veilbench.gca.selection`).
+* ``attack``: server-side extraction (:mod:`veilbench.gca.extraction`): input optimisation
+  against the victim's reconstruction map (white-box for parameter sharing, a surrogate AE
+  trained on the uploaded codes for GCA) from starts shared by every method of a seed, plus three
+  trivial output banks (Gaussian noise, training mean, random held-out records).
+* ``evaluate``: headline metrics ``utility_accuracy`` (at ``selection``), ``utility_roc_auc`` (same
+  checkpoint), ``privacy_ntmse`` / ``privacy_delta_cos`` with ``*_trivial_{noise,mean,heldout}``
+  beside them, ``comm_mib_per_round`` and, for DP-FedAvg, ``dp_epsilon`` (RDP accountant).
+
+Assumptions ([A] in the spec unless stated): clients train on the normal records of their
+``party_train`` shard (or an IID / Dirichlet long-tail re-partition); normal class = most
+frequent training class unless given; the reference bank is the first ``reference_size`` test
+normals; shared client initialisation for GCA; StepLR stepped per epoch; defaults are a small
+fast cell (few rounds/epochs, 20 attack starts, 200 steps) rather than the paper's R = 100,
+10 local epochs and 100 starts × 1,000 steps; the DP accountant assumes client-level
+add/remove adjacency with fixed weights; single/centralized emit no privacy metrics (nothing /
+everything is shared).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+from pydantic import Field, model_validator
+
+from veilbench.families.base import FamilyParams, StageInputs, StageOutput
+from veilbench.gca.communication import MIB, config_for, fl_bytes, gca_bytes
+from veilbench.gca.data import FederatedData, build_federation
+from veilbench.gca.selection import PROTOCOLS, select
+from veilbench.gca.simulator import PARAMETER_SHARING, FedConfig, run_protocol
+
+TRIVIAL_KINDS: tuple[str, ...] = ("noise", "mean", "heldout")
+
+
+class Params(FamilyParams):
+    """Options of one GCA-family cell (dataset-independent; defaults: a seconds-long cell)."""
+
+    method: Literal["gca", "fedavg", "fedprox", "fednova", "dpfedavg", "single", "centralized"] = "gca"
+    normal_classes: list[int] | None = None
+    anomaly_classes: list[int] | None = None
+    input_source: Literal["embed", "prepare_standardize", "prepare_minmax"] = "embed"
+    architecture: Literal["mlp", "conv"] = "mlp"
+    image_shape: tuple[int, int, int] | None = None
+    latent_channels: int = Field(16, ge=1, le=256)
+    partition: Literal["given", "iid", "dirichlet"] = "given"
+    n_clients: int | None = Field(None, ge=1, le=10_000)
+    dirichlet_alpha: float = Field(0.1, gt=0.0)
+    rounds: int = Field(10, ge=1, le=10_000)
+    local_epochs: int = Field(5, ge=1, le=1_000)
+    recon_epochs: int = Field(3, ge=1, le=1_000)
+    align_epochs: int = Field(2, ge=1, le=1_000)
+    batch_size: int = Field(50, ge=1)
+    lr: float = Field(1e-3, gt=0.0, le=1.0)
+    lr_step_unit: Literal["epoch", "step"] = "epoch"
+    quantile: float = Field(0.75, gt=0.0, lt=1.0)
+    prox_mu: float = Field(1e-4, ge=0.0)
+    dp_clip: float = Field(1.0, gt=0.0)
+    dp_sigma: float = Field(1.0, gt=0.0)
+    dp_delta: float = Field(1e-5, gt=0.0, lt=1.0)
+    upload_fraction: float = Field(0.5, gt=0.0, le=1.0)
+    n_clusters: int = Field(4, ge=1, le=4096)
+    clustering: Literal["gmm", "kmeans", "soft_kmeans", "minibatch_kmeans"] = "gmm"
+    covariance_type: Literal["full", "diag"] = "full"
+    reg_covar: float = Field(1e-6, gt=0.0)
+    gmm_n_init: int = Field(1, ge=1, le=100)
+    weighting: Literal["inverse", "uniform"] = "inverse"
+    client_init: Literal["shared", "independent"] = "shared"
+    selection: Literal["paper", "matched", "final"] = "paper"
+    attack_starts: int = Field(20, ge=1, le=10_000)
+    attack_max_steps: int = Field(200, ge=1, le=100_000)
+    attack_extra_epochs: int = Field(1, ge=0, le=1_000)
+    surrogate_max_epochs: int = Field(200, ge=1, le=100_000)
+    surrogate_patience: int = Field(20, ge=1)
+    reference_size: int = Field(100, ge=1)
+    engine: Literal["sequential", "vectorized"] = "sequential"
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Params":
+        if self.architecture == "conv" and self.image_shape is None:
+            raise ValueError("image_shape: required (c, h, w) when architecture='conv'")
+        if self.partition != "given" and self.n_clients is None:
+            raise ValueError(f"n_clients: required when partition={self.partition!r}")
+        if self.engine == "vectorized" and (self.method not in PARAMETER_SHARING or self.architecture != "mlp"):
+            raise ValueError("engine: 'vectorized' runs parameter-sharing methods on the MLP AE only")
+        return self
+
+    def fed_config(self) -> FedConfig:
+        """The simulator configuration of this cell."""
+        return FedConfig(
+            rounds=self.rounds, local_epochs=self.local_epochs, recon_epochs=self.recon_epochs,
+            align_epochs=self.align_epochs, batch_size=self.batch_size, lr=self.lr, lr_step_unit=self.lr_step_unit,
+            quantile=self.quantile, prox_mu=self.prox_mu, dp_clip=self.dp_clip, dp_sigma=self.dp_sigma,
+            upload_fraction=self.upload_fraction, n_clusters=self.n_clusters, clustering=self.clustering,
+            covariance_type=self.covariance_type, reg_covar=self.reg_covar, gmm_n_init=self.gmm_n_init,
+            weighting=self.weighting, client_init=self.client_init, attack_extra_epochs=self.attack_extra_epochs,
+        )
+
+
+def _data(inputs: StageInputs, params: Params, seed: int) -> FederatedData:
+    return build_federation(
+        inputs, spec_kind=params.architecture, input_source=params.input_source,
+        normal_classes=params.normal_classes, anomaly_classes=params.anomaly_classes, partition=params.partition,
+        n_clients=params.n_clients, dirichlet_alpha=params.dirichlet_alpha, image_shape=params.image_shape,
+        latent_channels=params.latent_channels, reference_size=params.reference_size, seed=seed,
+    )
+
+
+def _threads() -> None:
+    import torch
+
+    torch.set_num_threads(1)
+
+
+def _formula_bytes(data: FederatedData, params: Params) -> tuple[int, int]:
+    """Per-round ``(up, down)`` bytes of spec §7 for this federation (nominal K; 0 without sharing)."""
+    from veilbench.gca.models import count_params
+
+    if params.method not in PARAMETER_SHARING and params.method != "gca":
+        return 0, 0
+    model = data.federation.spec.build()
+    cfg = config_for(data.federation.sizes, params.upload_fraction, model.latent_dim, count_params(model))
+    return gca_bytes(cfg, params.n_clusters) if params.method == "gca" else fl_bytes(cfg)
+
+
+def release(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
+    """Run the federation; arrays: curves, victim parameters or codes, bytes per round."""
+    _threads()
+    data = _data(inputs, params, seed)
+    if params.engine == "vectorized":
+        from veilbench.gca.vectorized import run_parameter_sharing_vectorized
+
+        res = run_parameter_sharing_vectorized(params.method, data.federation, params.fed_config(), seed)
+    else:
+        res = run_protocol(params.method, data.federation, params.fed_config(), seed)
+    formula = _formula_bytes(data, params)
+    metrics = {"comm_mib_per_round": sum(formula) / MIB}
+    if params.method == "dpfedavg":
+        from veilbench.gca.accountant import dp_fedavg_epsilon
+
+        metrics["dp_epsilon"] = dp_fedavg_epsilon(res.dp_noise_multiplier, params.rounds, params.dp_delta)
+        metrics["dp_delta"] = params.dp_delta
+    arrays = {
+        "curve_accuracy": res.accuracy, "curve_auc": res.auc, "curve_round": res.rounds, "curve_epoch": res.epochs,
+        "align_accuracy": res.align_accuracy, "local_steps": res.local_steps,
+        "points_per_round": np.array([res.points_per_round]),
+        "comm_bytes_measured": np.array([res.bytes_up_per_round, res.bytes_down_per_round], dtype=np.int64),
+        "comm_bytes_formula": np.array(formula, dtype=np.int64),
+        "victim_params": res.victim_params, "victim_codes": res.victim_codes,
+        "dp_noise_multiplier": np.array([np.nan if res.dp_noise_multiplier is None else res.dp_noise_multiplier]),
+        "dp_epsilon": np.array([metrics.get("dp_epsilon", np.nan)]),
+    }
+    info = {
+        "method": params.method, "n_clients": len(data.client_ids), "client_ids": data.client_ids,
+        "client_sizes": data.federation.sizes.tolist(), "normal_classes": data.normal_classes,
+        "anomaly_classes": data.anomaly_classes, "n_test": int(data.federation.y_test.size),
+        "lr_step_unit": params.lr_step_unit, "client_init": params.client_init, **res.info,
+    }
+    return StageOutput(arrays=arrays, metrics=metrics, info=info)
+
+
+def integrate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
+    """Checkpoint selection under the paper's, the matched and the final-round protocols."""
+    rel = inputs["release"]
+    ppr = int(rel["points_per_round"][0])
+    picks = [select(rel["curve_accuracy"], ppr, p) for p in PROTOCOLS]
+    idx = np.array([p.index for p in picks], dtype=np.int64)
+    arrays = {
+        "selected_accuracy": np.array([p.value for p in picks]),
+        "selected_auc": np.asarray(rel["curve_auc"])[idx],
+        "selected_index": idx,
+        "selected_round": np.asarray(rel["curve_round"])[idx],
+        "selected_epoch": np.asarray(rel["curve_epoch"])[idx],
+    }
+    return StageOutput(arrays=arrays, info={"protocols": list(PROTOCOLS), "points_per_round": ppr})
+
+
+def attack_starts(n_starts: int, dim: int, bounded: bool, seed: int) -> np.ndarray:
+    """Starts shared by every method of a (dataset, seed): N(0, I) (tabular) or U(−1, 1) (bounded)."""
+    rng = np.random.default_rng([seed, 0xA77AC])
+    return rng.uniform(-1.0, 1.0, (n_starts, dim)) if bounded else rng.standard_normal((n_starts, dim))
+
+
+def attack(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
+    """Extraction against client 0: white-box inversion (parameter sharing) or surrogate + inversion (GCA)."""
+    _threads()
+    if params.method in ("single", "centralized"):
+        return StageOutput(info={"attack": f"none: {params.method} shares no model or codes"})
+    from veilbench.gca.extraction import invert_reconstruction_map, train_surrogate, trivial_outputs
+    from veilbench.gca.training import set_flat_params
+
+    rel = inputs["release"]
+    data = _data(inputs, params, seed)
+    spec = data.federation.spec
+    bounded = params.input_source == "prepare_minmax"
+    if params.method == "gca":
+        transform = train_surrogate(rel["victim_codes"], spec, seed, max_epochs=params.surrogate_max_epochs,
+                                    patience=params.surrogate_patience)
+    else:
+        transform = spec.build()
+        set_flat_params(transform, rel["victim_params"])
+    starts = attack_starts(params.attack_starts, spec.input_dim, bounded, seed)
+    inv = invert_reconstruction_map(transform, starts, max_steps=params.attack_max_steps,
+                                    bounds=(-1.0, 1.0) if bounded else None)
+    rng = np.random.default_rng([seed, 0x7121A1])
+    arrays = {"reconstructions": inv.outputs, "attack_steps": inv.steps}
+    for kind in TRIVIAL_KINDS:
+        out = trivial_outputs(kind, params.attack_starts, data.train_mean, data.heldout, rng)
+        arrays[f"trivial_{kind}"] = np.clip(out, -1.0, 1.0) if bounded else out
+    return StageOutput(arrays=arrays, info={"attack": "surrogate" if params.method == "gca" else "white-box",
+                                            "mean_steps": float(inv.steps.mean())})
+
+
+def evaluate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
+    """Headline utility, privacy, communication and (DP-FedAvg) ε metrics of the cell."""
+    integ, rel = inputs["integrate"], inputs["release"]
+    k = PROTOCOLS.index(params.selection)
+    metrics = {
+        "utility_accuracy": float(integ["selected_accuracy"][k]),
+        "utility_roc_auc": float(integ["selected_auc"][k]),
+        "utility_argmax_round": float(integ["selected_round"][k]),
+        "comm_mib_per_round": float(np.sum(rel["comm_bytes_formula"]) / MIB),
+        "comm_mib_per_round_measured": float(np.sum(rel["comm_bytes_measured"]) / MIB),
+    }
+    for j, name in enumerate(PROTOCOLS):
+        metrics[f"utility_accuracy_{name}"] = float(integ["selected_accuracy"][j])
+        metrics[f"utility_roc_auc_{name}"] = float(integ["selected_auc"][j])
+    if params.method == "gca" and np.size(rel["align_accuracy"]):
+        metrics["utility_align_accuracy_client0"] = float(np.max(rel["align_accuracy"]))
+    if params.method == "dpfedavg":
+        metrics["dp_epsilon"] = float(rel["dp_epsilon"][0])
+        metrics["dp_delta"] = params.dp_delta
+    if params.method in PARAMETER_SHARING or params.method == "gca":
+        from veilbench.gca.extraction import ntmse_delta_cos
+
+        data = _data(inputs, params, seed)
+        targets = data.federation.clients[0]
+        att = inputs["attack"]
+        metrics["privacy_ntmse"], metrics["privacy_delta_cos"] = ntmse_delta_cos(
+            targets, att["reconstructions"], data.reference)
+        for kind in TRIVIAL_KINDS:
+            metrics[f"privacy_ntmse_trivial_{kind}"], metrics[f"privacy_delta_cos_trivial_{kind}"] = ntmse_delta_cos(
+                targets, att[f"trivial_{kind}"], data.reference)
+    return StageOutput(metrics=metrics)

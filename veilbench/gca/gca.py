@@ -1,0 +1,132 @@
+r"""GCA: Global Centroid Alignment rounds (spec §4, Algorithm 1).
+
+Per round r, for every client i (all participate):
+
+1. **Reconstruction**: ``recon_epochs`` epochs of :math:`L_{rec}` on encoder+decoder (persistent
+   Adam); after each epoch *all* clients are evaluated (paper's protocol, spec §1.4).
+   **Upload**: :math:`z_i^{\uparrow} = \{E_i(x_n): n \in I_i\}`, :math:`I_i` a fresh uniform
+   sample without replacement of size :math:`\max(1, \lfloor \rho N_i \rfloor)`.
+2. **Aggregation** (server): fit a backend with K components to the pooled codes
+   ``Z`` ``(U, D_z)`` and broadcast centroids :math:`\mu` ``(K', D_z)`` and counts :math:`N` ``(K',)``
+   (:mod:`veilbench.gca.clustering`); weights :math:`w` inverse-count or uniform.
+3. **Alignment**: ``align_epochs`` epochs of
+   :math:`L_{align} = \frac{1}{|B|}\sum_b w_{a_b} \|E_i(x_b) - \mu_{a_b}\|_2^2`,
+   :math:`a_b = \arg\min_k \|E_i(x_b) - \mu_k\|_2` recomputed each batch (no gradient through the
+   arg-min), encoder only (second persistent Adam); the decoder is untouched. Client 0's
+   accuracy after each alignment epoch is the Table 5 diagnostic.
+
+Bytes actually sent per round: ``4·Σ_i |z_i↑|·D_z`` up and ``4·C·K'(D_z+1)`` down.
+After the last round the victim (client 0) runs ``attack_extra_epochs`` more reconstruction
+epochs and makes one fresh upload: the only data the server-side attack gets (spec §6.3).
+Client initialisation: ``shared`` (same init for all clients, default [A]) or ``independent``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from veilbench.gca.clustering import fit_centroids, inverse_count_weights, uniform_weights
+from veilbench.gca.communication import upload_size
+from veilbench.gca.simulator import (
+    BYTES_PER_FLOAT,
+    CurveRecorder,
+    FedConfig,
+    Federation,
+    RunResult,
+    evaluate_clients,
+    make_optimizer,
+    seed_torch,
+)
+from veilbench.gca.training import encode, minibatches, reconstruction_epoch
+
+
+def upload_codes(model, x, fraction: float, rng: np.random.Generator) -> np.ndarray:
+    """Fresh uniform sample of :func:`upload_size` codes :math:`E(x_n)`, ``(n_up, D_z)`` float32."""
+    idx = rng.choice(x.shape[0], size=upload_size(x.shape[0], fraction), replace=False)
+    return encode(model, x[np.sort(idx)])
+
+
+def alignment_loss(z, mu, w):
+    """:math:`\\frac{1}{B}\\sum_b w_{a_b}\\|z_b - \\mu_{a_b}\\|^2`.
+
+    Codes ``z`` (B, D_z), centroids ``mu`` (K, D_z), weights ``w`` (K,); returns a scalar tensor.
+    """
+    import torch
+
+    d2 = torch.cdist(z, mu) ** 2
+    a = d2.detach().argmin(1)
+    return (w[a] * ((z - mu[a]) ** 2).sum(1)).mean()
+
+
+def alignment_epoch(model, opt, x, mu, w, batch_size: int, rng: np.random.Generator) -> int:
+    """One epoch of :func:`alignment_loss` stepping ``opt`` (built on the encoder only); returns steps."""
+    model.train()
+    steps = 0
+    for idx in minibatches(x.shape[0], batch_size, rng):
+        loss = alignment_loss(model.encode(x[idx]), mu, w)
+        opt.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        steps += 1
+    opt.end_epoch()
+    return steps
+
+
+def init_client_models(fed: Federation, cfg: FedConfig, seed: int) -> list:
+    """One AE per client: copies of one seeded init (``shared``) or one init per client (``independent``)."""
+    seed_torch(seed)
+    if cfg.client_init == "shared":
+        init = fed.spec.build()
+        models = [fed.spec.build() for _ in fed.clients]
+        for m in models:
+            m.load_state_dict(init.state_dict())
+        return models
+    seeds = np.random.SeedSequence(seed).generate_state(len(fed.clients))
+    models = []
+    for s in seeds:
+        seed_torch(int(s))
+        models.append(fed.spec.build())
+    return models
+
+
+def run_gca(fed: Federation, cfg: FedConfig, seed: int) -> RunResult:
+    """Run ``cfg.rounds`` GCA rounds on ``fed`` (see the module doc); deterministic given ``seed``."""
+    import torch
+
+    xs, xt = fed.tensors()
+    rng = np.random.default_rng(seed)
+    models = init_client_models(fed, cfg, seed)
+    rec_opts = [make_optimizer(m.parameters(), cfg) for m in models]
+    al_opts = [make_optimizer(m.encoder.parameters(), cfg) for m in models]
+    curve, align_curve = CurveRecorder(), []
+    steps = np.zeros(len(xs), dtype=np.int64)
+    bytes_up, bytes_down, dropped, k_used = [], [], [], []
+    weight_fn = inverse_count_weights if cfg.weighting == "inverse" else uniform_weights
+    for r in range(1, cfg.rounds + 1):
+        for e in range(1, cfg.recon_epochs + 1):
+            for i, (m, o, x) in enumerate(zip(models, rec_opts, xs)):
+                steps[i] += reconstruction_epoch(m, o, x, cfg.batch_size, rng)
+            curve.add(r, e, evaluate_clients(models, xs, xt, fed.y_test, cfg.quantile))
+        codes = np.concatenate([upload_codes(m, x, cfg.upload_fraction, rng) for m, x in zip(models, xs)])
+        k = min(cfg.n_clusters, codes.shape[0])
+        cent = fit_centroids(codes, k, cfg.clustering, int(rng.integers(2**31)), cfg.covariance_type,
+                             cfg.reg_covar, cfg.gmm_n_init)
+        mu = torch.as_tensor(cent.mu, dtype=torch.float32)
+        w = torch.as_tensor(weight_fn(cent.counts), dtype=torch.float32)
+        bytes_up.append(codes.size * BYTES_PER_FLOAT)
+        bytes_down.append(len(xs) * (cent.mu.size + cent.counts.size) * BYTES_PER_FLOAT)
+        dropped.append(cent.n_dropped)
+        k_used.append(k)
+        for e in range(cfg.align_epochs):
+            for i, (m, o, x) in enumerate(zip(models, al_opts, xs)):
+                steps[i] += alignment_epoch(m, o, x, mu, w, cfg.batch_size, rng)
+            align_curve.append(evaluate_clients(models[:1], xs[:1], xt, fed.y_test, cfg.quantile)[0])
+    for _ in range(cfg.attack_extra_epochs):
+        reconstruction_epoch(models[0], rec_opts[0], xs[0], cfg.batch_size, rng)
+    victim_codes = upload_codes(models[0], xs[0], cfg.upload_fraction, rng)
+    return RunResult(
+        "gca", points_per_round=cfg.recon_epochs, bytes_up_per_round=int(max(bytes_up)),
+        bytes_down_per_round=int(max(bytes_down)), local_steps=steps, victim_codes=victim_codes,
+        align_accuracy=np.array(align_curve), info={"n_dropped_components": dropped, "n_clusters_used": k_used},
+        **curve.arrays(),
+    )

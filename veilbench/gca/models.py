@@ -1,0 +1,148 @@
+r"""Autoencoders of the GCA paper (spec §3), as ``torch.nn.Module`` factories.
+
+* :func:`tabular_ae`: encoder ``Linear(d_x,256)-ReLU-Linear(256,64)-ReLU-Linear(64,16)``, mirrored
+  decoder with a linear head; parameter count :math:`P = 513 d_x + 35\,472` (spec §3.1).
+* :func:`conv_ae`: three-layer conv encoder (c_in→128→128→latent_ch, 3×3 kernels, strides
+  2, 2, 1, padding 1, no BatchNorm) and the mirrored transposed-conv decoder; an ``h×w`` image
+  (h, w divisible by 4) gives a ``latent_ch × h/4 × w/4`` latent. For ``latent_ch = 16``:
+  CIFAR-10 (3×32×32) P = 339,219 and Fashion-MNIST (1×28×28) P = 334,609 (spec §3.2);
+  digits (1×8×8) gives D_z = 64.
+
+Both modules take and return *flat* rows ``(B, d_x)`` so every caller (training, scoring,
+attack) sees vectors; the conv AE reshapes internally to ``(B, c, h, w)``. ``encode`` returns
+flat latent codes ``(B, D_z)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from veilbench.validation import ValidationError
+
+LATENT_DIM_TABULAR = 16
+
+
+def _torch():
+    import torch
+
+    return torch
+
+
+def tabular_ae(d_x: int, latent_dim: int = LATENT_DIM_TABULAR):
+    """MLP AE ``d_x → 256 → 64 → latent_dim → 64 → 256 → d_x`` (spec §3.1); returns an ``nn.Module``."""
+    if int(d_x) < 1:
+        raise ValidationError(f"d_x: must be a positive integer, got {d_x!r}")
+    torch = _torch()
+    nn = torch.nn
+
+    class TabularAE(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.input_dim = int(d_x)
+            self.latent_dim = int(latent_dim)
+            self.encoder = nn.Sequential(
+                nn.Linear(d_x, 256), nn.ReLU(), nn.Linear(256, 64), nn.ReLU(), nn.Linear(64, latent_dim)
+            )
+            self.decoder = nn.Sequential(
+                nn.Linear(latent_dim, 64), nn.ReLU(), nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, d_x)
+            )
+
+        def encode(self, x):
+            return self.encoder(x)
+
+        def decode(self, z):
+            return self.decoder(z)
+
+        def forward(self, x):
+            return self.decoder(self.encoder(x))
+
+    return TabularAE()
+
+
+def conv_ae(
+    image_shape: tuple[int, int, int],
+    latent_channels: int = 16,
+    output_activation: Literal["tanh", "none"] = "tanh",
+):
+    """Conv AE for ``image_shape = (c, h, w)`` images (spec §3.2); inputs/outputs are flat ``(B, c·h·w)``."""
+    c, h, w = (int(v) for v in image_shape)
+    if min(c, h, w) < 1 or h % 4 or w % 4:
+        raise ValidationError(f"image_shape: need positive (c, h, w) with h, w divisible by 4, got {image_shape!r}")
+    if output_activation not in ("tanh", "none"):
+        raise ValidationError(f"output_activation: must be 'tanh' or 'none', got {output_activation!r}")
+    torch = _torch()
+    nn = torch.nn
+
+    class ConvAE(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.image_shape = (c, h, w)
+            self.input_dim = c * h * w
+            self.latent_shape = (latent_channels, h // 4, w // 4)
+            self.latent_dim = int(np.prod(self.latent_shape))
+            self.encoder = nn.Sequential(
+                nn.Conv2d(c, 128, 3, stride=2, padding=1), nn.ReLU(),
+                nn.Conv2d(128, 128, 3, stride=2, padding=1), nn.ReLU(),
+                nn.Conv2d(128, latent_channels, 3, stride=1, padding=1),
+            )
+            head = [nn.Tanh()] if output_activation == "tanh" else []
+            self.decoder = nn.Sequential(
+                nn.ConvTranspose2d(latent_channels, 128, 3, stride=1, padding=1), nn.ReLU(),
+                nn.ConvTranspose2d(128, 128, 3, stride=2, padding=1, output_padding=1), nn.ReLU(),
+                nn.ConvTranspose2d(128, c, 3, stride=2, padding=1, output_padding=1), *head,
+            )
+
+        def encode(self, x):
+            return self.encoder(x.reshape(-1, *self.image_shape)).flatten(1)
+
+        def decode(self, z):
+            return self.decoder(z.reshape(-1, *self.latent_shape)).flatten(1)
+
+        def forward(self, x):
+            return self.decode(self.encode(x))
+
+    return ConvAE()
+
+
+def count_params(model) -> int:
+    """Number of trainable scalars :math:`P` of a module."""
+    return int(sum(p.numel() for p in model.parameters() if p.requires_grad))
+
+
+def tabular_param_count(d_x: int) -> int:
+    """Closed form :math:`P = 513 d_x + 35\\,472` of the tabular AE (spec §3.1)."""
+    return 513 * int(d_x) + 35_472
+
+
+@dataclass(frozen=True)
+class AESpec:
+    """Everything needed to rebuild an AE (the attack rebuilds the victim's from a flat vector).
+
+    ``kind="mlp"``: :func:`tabular_ae` on ``input_dim`` features; ``kind="conv"``: :func:`conv_ae`
+    on ``image_shape`` (whose product must equal ``input_dim``).
+    """
+
+    kind: Literal["mlp", "conv"]
+    input_dim: int
+    image_shape: tuple[int, int, int] | None = None
+    latent_channels: int = 16
+    output_activation: Literal["tanh", "none"] = "none"
+
+    def __post_init__(self) -> None:
+        if self.kind == "conv":
+            if self.image_shape is None or int(np.prod(self.image_shape)) != self.input_dim:
+                raise ValidationError(
+                    f"image_shape: conv AE needs (c, h, w) with c·h·w = {self.input_dim} features, "
+                    f"got {self.image_shape!r}"
+                )
+        elif self.kind != "mlp":
+            raise ValidationError(f"kind: must be 'mlp' or 'conv', got {self.kind!r}")
+
+    def build(self):
+        """Return a freshly initialised module (uses torch's global RNG: seed it first)."""
+        if self.kind == "mlp":
+            return tabular_ae(self.input_dim)
+        return conv_ae(self.image_shape, self.latent_channels, self.output_activation)

@@ -1,0 +1,139 @@
+r"""Local training and scoring primitives shared by every protocol (spec §3.3, §1.4, §4.3).
+
+* Reconstruction loss (Eq. 2) on a mini-batch :math:`B`:
+  :math:`L_{rec} = \frac{1}{|B|}\sum_{b} \|x_b - D(E(x_b))\|_2^2`, optionally plus the FedProx
+  term :math:`\mu \|\theta - \theta^{(r)}\|_2^2` (squared L2 over all parameters, spec §11.4).
+* Anomaly score :math:`s(x) = \|x - D(E(x))\|_2^2` (sum over coordinates).
+* Optimiser: Adam (lr 1e-3) with StepLR(step_size, gamma) stepped per epoch (default) or per
+  optimiser step (spec §3.3: configurable, recorded).
+
+Data are ``torch.float32`` tensors of flat rows ``(n, d_x)``; mini-batch order comes from a
+``numpy.random.Generator`` so that a seed fixes every shuffle.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+
+def _torch():
+    import torch
+
+    return torch
+
+
+@dataclass
+class LocalOptimizer:
+    """Adam plus StepLR on a parameter list; ``unit`` says when the scheduler steps."""
+
+    optimizer: object
+    scheduler: object
+    unit: Literal["epoch", "step"]
+
+    @classmethod
+    def create(
+        cls,
+        params,
+        lr: float,
+        step_size: int = 1000,
+        gamma: float = 0.1,
+        unit: Literal["epoch", "step"] = "epoch",
+    ) -> "LocalOptimizer":
+        torch = _torch()
+        opt = torch.optim.Adam(list(params), lr=lr, foreach=True)
+        return cls(opt, torch.optim.lr_scheduler.StepLR(opt, step_size=step_size, gamma=gamma), unit)
+
+    def step(self) -> None:
+        self.optimizer.step()
+        if self.unit == "step":
+            self.scheduler.step()
+
+    def end_epoch(self) -> None:
+        if self.unit == "epoch":
+            self.scheduler.step()
+
+
+def flat_params(model) -> np.ndarray:
+    """All parameters of ``model`` concatenated in ``parameters()`` order, ``(P,)`` float32."""
+    torch = _torch()
+    with torch.no_grad():
+        return torch.nn.utils.parameters_to_vector(model.parameters()).detach().cpu().numpy().copy()
+
+
+def set_flat_params(model, vector: np.ndarray) -> None:
+    """Copy a ``(P,)`` vector (same order as :func:`flat_params`) into ``model``'s parameters.
+
+    Copies (``vector_to_parameters`` would make the parameters views of ``vector``'s memory).
+    """
+    torch = _torch()
+    vec = torch.as_tensor(np.asarray(vector), dtype=torch.float32)
+    offset = 0
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(vec[offset : offset + p.numel()].view_as(p))
+            offset += p.numel()
+
+
+def minibatches(n: int, batch_size: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """Index arrays of one shuffled epoch over ``n`` rows: ``ceil(n / batch_size)`` batches."""
+    perm = rng.permutation(n)
+    return [perm[i : i + batch_size] for i in range(0, n, batch_size)]
+
+
+def n_batches(n: int, batch_size: int) -> int:
+    """Mini-batches per epoch, :math:`\\lceil n / B \\rceil`."""
+    return -(-int(n) // int(batch_size))
+
+
+def reconstruction_epoch(
+    model,
+    opt: LocalOptimizer,
+    x,
+    batch_size: int,
+    rng: np.random.Generator,
+    prox_center=None,
+    prox_mu: float = 0.0,
+) -> int:
+    """One epoch of :math:`L_{rec}` (+ FedProx term when ``prox_center`` is a ``(P,)`` tensor).
+
+    ``x``: ``(n, d_x)`` tensor. Updates ``model`` in place through ``opt``; returns the number of
+    optimiser steps taken (:math:`\\lceil n/B \\rceil`).
+    """
+    torch = _torch()
+    model.train()
+    params = list(model.parameters())
+    steps = 0
+    for idx in minibatches(x.shape[0], batch_size, rng):
+        xb = x[idx]
+        loss = ((xb - model(xb)) ** 2).sum(1).mean()
+        if prox_center is not None and prox_mu > 0:
+            loss = loss + prox_mu * ((torch.nn.utils.parameters_to_vector(params) - prox_center) ** 2).sum()
+        opt.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        steps += 1
+    opt.end_epoch()
+    return steps
+
+
+def anomaly_scores(model, x, batch_size: int = 4096) -> np.ndarray:
+    """:math:`s(x) = \\|x - D(E(x))\\|_2^2` for every row of ``x`` ``(n, d_x)``; returns ``(n,)`` float64."""
+    torch = _torch()
+    model.eval()
+    out = []
+    with torch.no_grad():
+        for i in range(0, x.shape[0], batch_size):
+            xb = x[i : i + batch_size]
+            out.append(((xb - model(xb)) ** 2).sum(1))
+    return torch.cat(out).double().numpy()
+
+
+def encode(model, x, batch_size: int = 4096) -> np.ndarray:
+    """Latent codes :math:`E(x)` of ``x`` ``(n, d_x)`` in eval mode without gradients, ``(n, D_z)`` float32."""
+    torch = _torch()
+    model.eval()
+    with torch.no_grad():
+        return torch.cat([model.encode(x[i : i + batch_size]) for i in range(0, x.shape[0], batch_size)]).numpy()
