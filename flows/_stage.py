@@ -8,8 +8,10 @@ from collections.abc import Callable
 from typing import Any
 
 from prefect import flow
+from prefect.task_runners import ThreadPoolTaskRunner
 
 from tasks.common import load_params
+from tasks.sweep import begin_stage_task, finish_stage_task, run_cell_task
 
 #: stage → (params section whose keys the stage iterates over, CLI option naming one key)
 STAGE_KEYS: dict[str, tuple[str, str]] = {
@@ -22,14 +24,28 @@ STAGE_KEYS: dict[str, tuple[str, str]] = {
 }
 
 
+def run_cell_stage(stage: str, sweeps: list[str], params_path: str | None) -> list[str]:
+    """Inside a flow: run ``stage`` for every cell of ``sweeps``, cells submitted to the flow's task
+    runner (parallel under a Dask runner), then close each sweep. Returns the output folders."""
+    cells = {sw: begin_stage_task(stage, sw, params_path) for sw in sweeps}
+    futures = {(sw, c): run_cell_task.submit(stage, sw, c, params_path) for sw, cs in cells.items() for c in cs}
+    outcomes = {sw: {c: futures[(sw, c)].result() for c in cs} for sw, cs in cells.items()}
+    return [str(finish_stage_task(stage, sw, outcomes[sw], params_path)) for sw in sweeps]
+
+
 def make_stage_flow(stage: str, stage_task: Any) -> Callable[..., list[str]]:
-    """A flow running ``stage_task`` for the given keys (default: every key of the stage's section)."""
+    """A flow running one stage for the given keys (default: every key of the stage's section).
+
+    Cells run one at a time by default (MLflow's fluent API keeps one active run per process);
+    ``flows.benchmark --workers N`` runs them in parallel processes through Dask."""
     section, _ = STAGE_KEYS[stage]
 
-    @flow(name=stage, log_prints=True)
+    @flow(name=stage, log_prints=True, task_runner=ThreadPoolTaskRunner(max_workers=1))
     def stage_flow(keys: list[str] | None = None, params_path: str | None = None) -> list[str]:
         cfg = load_params(params_path)
         names = keys or list(getattr(cfg, section))
+        if section == "sweeps":
+            return run_cell_stage(stage, names, params_path)
         futures = [stage_task.submit(name, params_path) for name in names]
         return [str(f.result()) for f in futures]
 

@@ -2,8 +2,10 @@
 
 Runs prepare → embed → release → integrate → attack → evaluate → report for every dataset,
 embedding and sweep of ``params.yaml`` in one process (one Prefect server start, imports paid
-once). Within a stage, independent items are submitted concurrently to the flow's task runner.
-``veilbench run`` uses DVC instead, which reruns only what changed; this flow always recomputes.
+once). Within a stage, every cell of every sweep is a task: with ``--workers N`` they run in
+parallel on a local Dask cluster of N single-threaded worker processes, with ``--dask-address``
+on an existing Dask cluster. Results are identical either way (each cell seeds its own streams).
+``veilbench run`` uses DVC instead; both reuse cells whose inputs did not change.
 """
 
 from __future__ import annotations
@@ -11,21 +13,32 @@ from __future__ import annotations
 import argparse
 import sys
 
-from prefect import flow
+from typing import Any
 
-from tasks.attack import attack_task
+from prefect import flow
+from prefect.task_runners import ThreadPoolTaskRunner
+
+from flows._stage import run_cell_stage
 from tasks.common import load_params
 from tasks.embed import embed_task
-from tasks.evaluate import evaluate_task
-from tasks.integrate import integrate_task
+from tasks.paths import CELL_STAGES
 from tasks.prepare import prepare_task
-from tasks.release import release_task
 from tasks.report import report_task
 
-CELL_TASKS = (release_task, integrate_task, attack_task, evaluate_task)
+
+def task_runner(workers: int = 1, dask_address: str | None = None) -> Any:
+    """Sequential runner for ``workers=1``; else a Dask runner (local cluster, or ``dask_address``)."""
+    if dask_address is None and workers <= 1:
+        return ThreadPoolTaskRunner(max_workers=1)
+    from prefect_dask import DaskTaskRunner
+
+    if dask_address:
+        return DaskTaskRunner(address=dask_address)
+    return DaskTaskRunner(cluster_kwargs={"n_workers": workers, "threads_per_worker": 1, "processes": True,
+                                          "dashboard_address": None})
 
 
-@flow(name="benchmark", log_prints=True)
+@flow(name="benchmark", log_prints=True, task_runner=ThreadPoolTaskRunner(max_workers=1))
 def benchmark(params_path: str | None = None, sweeps: list[str] | None = None) -> str:
     """Run every stage for the configured (or the named) sweeps and rebuild the report."""
     cfg = load_params(params_path)
@@ -36,22 +49,31 @@ def benchmark(params_path: str | None = None, sweeps: list[str] | None = None) -
         f.result()
     for f in [embed_task.submit(e, params_path) for e in embeddings]:
         f.result()
-    for stage_task in CELL_TASKS:
-        for f in [stage_task.submit(c, params_path) for c in names]:
-            f.result()
+    for stage in CELL_STAGES:
+        run_cell_stage(stage, names, params_path)
     return str(report_task(params_path))
+
+
+def run_benchmark(params_path: str | None = None, sweeps: list[str] | None = None, workers: int = 1,
+                  dask_address: str | None = None) -> str:
+    """Run :func:`benchmark` with the task runner for ``workers`` / ``dask_address``."""
+    return benchmark.with_options(task_runner=task_runner(workers, dask_address))(params_path=params_path, sweeps=sweeps)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m flows.benchmark", description=__doc__.splitlines()[0])
     parser.add_argument("--params", default=None, help="path to params.yaml (default: at the repo root)")
     parser.add_argument("--sweep", action="append", dest="sweeps", metavar="NAME", help="run only these sweeps")
+    parser.add_argument("--workers", type=int, default=1, help="parallel Dask worker processes for cells (default 1)")
+    parser.add_argument("--dask-address", default=None, help="address of an existing Dask scheduler to use")
     args = parser.parse_args(argv)
     from veilbench.validation import ValidationError
 
     try:
         load_params(args.params)
-        print(benchmark(params_path=args.params, sweeps=args.sweeps))
+        if args.workers < 1:
+            raise KeyError(f"--workers: must be ≥ 1, got {args.workers}")
+        print(run_benchmark(args.params, args.sweeps, args.workers, args.dask_address))
     except (ValidationError, KeyError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -18,11 +18,12 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 app = typer.Typer(help="veilbench: privacy-preserving representation sharing, measured.", no_args_is_help=True,
                   add_completion=False)
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)  # no wrapping: messages hold paths and keys
 
 STAGES = ["prepare", "embed", "release", "integrate", "attack", "evaluate", "report"]
 
@@ -41,9 +42,10 @@ def _validate(params: Path | None) -> None:
     try:
         cfg = load_params(params)
     except ValidationError as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(2) from None
-    console.print(f"params OK: {len(cfg.datasets)} dataset(s), {len(cfg.embeddings)} embedding(s), {len(cfg.cells)} cell(s)")
+    console.print(f"params OK: {len(cfg.datasets)} dataset(s), {len(cfg.embeddings)} embedding(s), "
+                  f"{sum(len(s.expand()) for s in cfg.sweeps.values())} cell(s)")
 
 
 @app.command()
@@ -63,7 +65,7 @@ def run(
     from flows.server import local_prefect_server
 
     if stage is not None and stage not in STAGES:
-        console.print(f"[red]error:[/red] --stage must be one of {STAGES}, got {stage!r}")
+        console.print(f"[red]error:[/red] {escape(f'--stage must be one of {STAGES}, got {stage!r}')}")
         raise typer.Exit(2)
     _validate(params)
     root = _root()
@@ -95,9 +97,15 @@ def datasets() -> None:
 @app.command()
 def report(params: Path = typer.Option(None, help="path to params.yaml")) -> None:
     """Rebuild reports/index.md, tables and figures from the evaluated cells."""
+    from veilbench.validation import ValidationError
+
     from tasks.report import report as build
 
-    console.print(str(build(params)))
+    try:
+        console.print(str(build(params)))
+    except ValidationError as exc:
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
+        raise typer.Exit(2) from None
 
 
 @app.command()
@@ -112,7 +120,7 @@ def compare(
     try:
         md, csv = build(list(experiment), out, list(metric) if metric else None)
     except KeyError as exc:
-        console.print(f"[red]error:[/red] {exc.args[0]}")
+        console.print(f"[red]error:[/red] {escape(str(exc.args[0]))}")
         raise typer.Exit(2) from None
     Console().print(md.read_text())
     console.print(f"written: {md}, {csv}")

@@ -101,7 +101,8 @@ def frontier_points(rows: list[dict[str, Any]], fr: FrontierConfig) -> list[dict
         group = str(r["params"].get(fr.group_by, r.get("method", r["cell"])))
         x = None if group in fr.reference_groups else _value(r, fr.x)
         pts.append({"sweep": r["sweep"], "cell": r["cell"], "dataset": r["dataset"], "group": group,
-                    "x": None if x is None else x[0], "y": y[0], "y_ci95": y[1]})
+                    "x": None if x is None else x[0], "x_ci95": 0.0 if x is None else x[1],
+                    "y": y[0], "y_ci95": y[1]})
     return pts
 
 
@@ -118,7 +119,7 @@ def plot_frontier(points: list[dict[str, Any]], fr: FrontierConfig, path: Path) 
     for group in sorted({p["group"] for p in curves}):
         g = sorted((p for p in curves if p["group"] == group), key=lambda p: p["x"])
         ax.errorbar([p["x"] for p in g], [p["y"] for p in g], yerr=[p["y_ci95"] for p in g],
-                    marker="o", capsize=3, label=group)
+                    xerr=[p["x_ci95"] for p in g], marker="o", capsize=3, label=group)
     for i, p in enumerate(refs):
         ax.axhline(p["y"], linestyle="--", color=f"C{(i + 5) % 10}", label=f"{p['group']} (reference)")
     if fr.x.startswith("param:eps") or fr.x.startswith("param:epsilon"):

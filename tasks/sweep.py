@@ -19,6 +19,7 @@ import json
 import math
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from tasks.common import load_params
 from tasks.paths import CELL_STAGES, embed_dir, prepare_dir, repo_root, sweep_dir, sweep_report_dir
 from tasks.progress import progress
 from tasks.tracking import stage_run
+from veilbench.config import Config, SweepConfig
 from veilbench.families import get_family
 from veilbench.io import ARRAYS, load_npz, read_bundle, read_json, write_bundle, write_json
 
@@ -49,8 +51,8 @@ def _digest(path: Path) -> str:
 
 #: Library code a family stage may run, relative to the repo root; its digest is part of every
 #: input key, so a code change recomputes cells (the same paths are the stage deps in dvc.yaml).
-SHARED_CODE = ("veilbench/privacy", "veilbench/metrics", "veilbench/linalg", "veilbench/families",
-               "veilbench/validation.py", "tasks/sweep.py")
+SHARED_CODE = ("veilbench/privacy", "veilbench/metrics", "veilbench/linalg", "veilbench/families", "veilbench/embed",
+               "veilbench/validation.py", "veilbench/io.py", "tasks/sweep.py")
 
 
 def code_digest(family: str) -> str:
@@ -89,84 +91,136 @@ def _method(options: dict[str, Any], family: str) -> str:
     return family
 
 
-def run_sweep_stage(stage: str, sweep: str, params_path: str | Path | None = None, root: Path | None = None) -> Path:
-    """Run ``stage`` (release/integrate/attack/evaluate) for every cell of ``sweep``; returns its folder."""
+@dataclass
+class _StageContext:
+    """Everything a stage needs for one sweep, resolved from params.yaml and the input files."""
+
+    stage: str
+    sweep: str
+    root: Path
+    cfg: Config
+    family: Any
+    cells: dict[str, dict[str, Any]]
+    out_root: Path
+
+    @property
+    def scfg(self) -> SweepConfig:
+        return self.cfg.sweeps[self.sweep]
+
+    @property
+    def dataset(self) -> str:
+        return self.cfg.embeddings[self.scfg.embedding].dataset
+
+
+def _context(stage: str, sweep: str, params_path: str | Path | None, root: Path | None) -> _StageContext:
     if stage not in CELL_STAGES:
         raise KeyError(f"stage: must be one of {CELL_STAGES}, got {stage!r}")
     root = root or repo_root()
     cfg = load_params(params_path, root)
     if sweep not in cfg.sweeps:
         raise KeyError(f"sweep: {sweep!r} is not in params sweeps ({sorted(cfg.sweeps)})")
-    scfg = cfg.sweeps[sweep]
-    ecfg = cfg.embeddings[scfg.embedding]
-    family = get_family(scfg.family)
-    stage_fn = getattr(family, stage)
-    cells = scfg.expand()
-    earlier_stages = [s for s in CELL_STAGES[: CELL_STAGES.index(stage)]]
     out_root = sweep_report_dir(root, sweep) / "cells" if stage == "evaluate" else sweep_dir(root, stage, sweep)
+    scfg = cfg.sweeps[sweep]
+    return _StageContext(stage, sweep, root, cfg, get_family(scfg.family), scfg.expand(), out_root)
+
+
+def sweep_cells(sweep: str, params_path: str | Path | None = None, root: Path | None = None) -> list[str]:
+    """The cell names of ``sweep`` in order."""
+    return list(_context("release", sweep, params_path, root).cells)
+
+
+def begin_stage(stage: str, sweep: str, params_path: str | Path | None = None, root: Path | None = None) -> list[str]:
+    """Prepare a sweep stage: remove half-written leftovers of a killed run; return the cell names."""
+    ctx = _context(stage, sweep, params_path, root)
+    _remove_temporaries(ctx.out_root)
+    return list(ctx.cells)
+
+
+def run_cell(stage: str, sweep: str, cell: str, params_path: str | Path | None = None, root: Path | None = None) -> str:
+    """Run ``stage`` for one cell of ``sweep`` (all its seeds) unless its input key is unchanged.
+
+    Returns ``"computed"`` or ``"reused"``. Cells are independent, so a flow may run them in parallel.
+    """
+    ctx = _context(stage, sweep, params_path, root)
+    if cell not in ctx.cells:
+        raise KeyError(f"cell: {cell!r} is not a cell of sweep {sweep!r} ({list(ctx.cells)})")
+    scfg, root = ctx.scfg, ctx.root
+    ecfg = ctx.cfg.embeddings[scfg.embedding]
+    options = ctx.cells[cell]
+    fparams = ctx.family.Params(**options)
     base_dirs = {"prepare": prepare_dir(root, ecfg.dataset), "embed": embed_dir(root, scfg.embedding)}
+    in_dirs = {s: sweep_dir(root, s, sweep) / cell for s in CELL_STAGES[: CELL_STAGES.index(stage)]}
+    key_material = {"code": code_digest(scfg.family), "family": scfg.family, "options": fparams.model_dump(),
+                    "seeds": scfg.seeds, "stage": stage,
+                    "inputs": {s: _digest(d / ARRAYS) for s, d in {**base_dirs, **in_dirs}.items()}}
+    input_key = hashlib.sha256(json.dumps(key_material, sort_keys=True, default=str).encode()).hexdigest()
+    existing = ctx.out_root / (f"{cell}.json" if stage == "evaluate" else f"{cell}/manifest.json")
+    if existing.is_file() and read_json(existing).get("input_key") == input_key:
+        return "reused"
     base = {k: read_bundle(d)[0] for k, d in base_dirs.items()}
-    base_digests = {k: _digest(d / ARRAYS) for k, d in base_dirs.items()}
-    code = code_digest(scfg.family)
+    earlier = {s: read_bundle(d)[0] for s, d in in_dirs.items()}
+    stage_fn = getattr(ctx.family, stage)
+    params = {"sweep": sweep, "cell": cell, "family": scfg.family, "embedding": scfg.embedding,
+              "seeds": scfg.seeds, "family_params": fparams.model_dump(), "embedding_config": ecfg.model_dump()}
+    tags = {"sweep": sweep, "cell": cell, "family": scfg.family, "dataset": ecfg.dataset,
+            "embedding": scfg.embedding, "method": _method(options, scfg.family), "seeds": ",".join(map(str, scfg.seeds))}
+    with stage_run(ctx.cfg.tracking.experiment, stage, params, tags, root) as mlflow:
+        arrays: dict[str, np.ndarray] = {}
+        per_seed: dict[int, dict[str, float]] = {}
+        info: dict[str, Any] = {}
+        for seed in scfg.seeds:
+            inputs = dict(base)
+            inputs.update({s: _split_seed(a, seed) for s, a in earlier.items()})
+            t0 = time.perf_counter()
+            result = stage_fn(inputs, fparams, seed)
+            arrays.update({f"s{seed}__{k}": v for k, v in result.arrays.items()})
+            per_seed[seed] = {k: float(v) for k, v in result.metrics.items()}
+            info[str(seed)] = {**result.info, "seconds": time.perf_counter() - t0}
+        summary = summarise(per_seed)
+        record = {"stage": stage, "sweep": sweep, "cell": cell, "input_key": input_key, "seeds": scfg.seeds,
+                  "params": params, "info": info, "per_seed": {str(s): m for s, m in per_seed.items()}}
+        if stage == "evaluate":
+            write_json(existing, {**record, "dataset": ecfg.dataset, "method": tags["method"], "summary": summary})
+            mlflow.log_artifact(str(existing))
+        else:
+            out = write_bundle(ctx.out_root / cell, arrays, record)
+            mlflow.log_artifact(str(out / "manifest.json"))
+        for name, stats in summary.items():
+            if math.isfinite(stats["mean"]):
+                mlflow.log_metric(name, stats["mean"])
+                mlflow.log_metric(f"{name}_ci95", stats["ci95"])
+        for seed, metrics in per_seed.items():
+            for name, value in metrics.items():
+                if math.isfinite(value):
+                    mlflow.log_metric(f"seed/{name}", value, step=seed)
+    return "computed"
 
-    _remove_temporaries(out_root)
-    computed, reused = [], []
-    for cell, options in progress(cells.items(), f"{stage} {sweep}", total=len(cells)):
-        fparams = family.Params(**options)
-        in_dirs = {s: sweep_dir(root, s, sweep) / cell for s in earlier_stages}
-        key_material = {"code": code, "family": scfg.family, "options": fparams.model_dump(), "seeds": scfg.seeds, "stage": stage,
-                        "inputs": {**base_digests, **{s: _digest(d / ARRAYS) for s, d in in_dirs.items()}}}
-        input_key = hashlib.sha256(json.dumps(key_material, sort_keys=True, default=str).encode()).hexdigest()
-        existing = out_root / (f"{cell}.json" if stage == "evaluate" else f"{cell}/manifest.json")
-        if existing.is_file() and read_json(existing).get("input_key") == input_key:
-            reused.append(cell)
-            continue
-        earlier = {s: read_bundle(d)[0] for s, d in in_dirs.items()}
-        params = {"sweep": sweep, "cell": cell, "family": scfg.family, "embedding": scfg.embedding,
-                  "seeds": scfg.seeds, "family_params": fparams.model_dump(), "embedding_config": ecfg.model_dump()}
-        tags = {"sweep": sweep, "cell": cell, "family": scfg.family, "dataset": ecfg.dataset,
-                "embedding": scfg.embedding, "method": _method(options, scfg.family), "seeds": ",".join(map(str, scfg.seeds))}
-        with stage_run(cfg.tracking.experiment, stage, params, tags, root) as mlflow:
-            arrays: dict[str, np.ndarray] = {}
-            per_seed: dict[int, dict[str, float]] = {}
-            info: dict[str, Any] = {}
-            for seed in scfg.seeds:
-                inputs = dict(base)
-                inputs.update({s: _split_seed(a, seed) for s, a in earlier.items()})
-                t0 = time.perf_counter()
-                result = stage_fn(inputs, fparams, seed)
-                arrays.update({f"s{seed}__{k}": v for k, v in result.arrays.items()})
-                per_seed[seed] = {k: float(v) for k, v in result.metrics.items()}
-                info[str(seed)] = {**result.info, "seconds": time.perf_counter() - t0}
-            summary = summarise(per_seed)
-            record = {"stage": stage, "sweep": sweep, "cell": cell, "input_key": input_key, "seeds": scfg.seeds,
-                      "params": params, "info": info, "per_seed": {str(s): m for s, m in per_seed.items()}}
-            if stage == "evaluate":
-                write_json(existing, {**record, "dataset": ecfg.dataset, "method": tags["method"], "summary": summary})
-                mlflow.log_artifact(str(existing))
-            else:
-                out = write_bundle(out_root / cell, arrays, record)
-                mlflow.log_artifact(str(out / "manifest.json"))
-            for name, stats in summary.items():
-                if math.isfinite(stats["mean"]):
-                    mlflow.log_metric(name, stats["mean"])
-                    mlflow.log_metric(f"{name}_ci95", stats["ci95"])
-            for seed, metrics in per_seed.items():
-                for name, value in metrics.items():
-                    if math.isfinite(value):
-                        mlflow.log_metric(f"seed/{name}", value, step=seed)
-        computed.append(cell)
 
-    _remove_stale(out_root, set(cells), stage)
+def finish_stage(stage: str, sweep: str, outcomes: dict[str, str], params_path: str | Path | None = None,
+                 root: Path | None = None) -> Path:
+    """Close a sweep stage: drop cells no longer configured, write ``sweep.json`` (which cells were
+    computed or reused), the release's privacy ledger, or the evaluate summary ``metrics.json``."""
+    ctx = _context(stage, sweep, params_path, root)
+    _remove_stale(ctx.out_root, set(ctx.cells), stage)
     if stage == "evaluate":
-        summary_all = {c: {m: s["mean"] for m, s in read_json(out_root / f"{c}.json")["summary"].items()} for c in cells}
-        write_json(sweep_report_dir(root, sweep) / "metrics.json", summary_all)
-        return sweep_report_dir(root, sweep)
-    write_json(out_root / "sweep.json", {"stage": stage, "sweep": sweep, "cells": list(cells),
-                                         "computed": computed, "reused": reused})
+        summary_all = {c: {m: s["mean"] for m, s in read_json(ctx.out_root / f"{c}.json")["summary"].items()}
+                       for c in ctx.cells}
+        write_json(sweep_report_dir(ctx.root, sweep) / "metrics.json", summary_all)
+        return sweep_report_dir(ctx.root, sweep)
+    write_json(ctx.out_root / "sweep.json", {
+        "stage": stage, "sweep": sweep, "cells": list(ctx.cells),
+        "computed": [c for c in ctx.cells if outcomes.get(c) == "computed"],
+        "reused": [c for c in ctx.cells if outcomes.get(c) == "reused"]})
     if stage == "release":
-        write_json(out_root / "ledger.json", _ledger_entries(out_root, sweep, ecfg.dataset, cells))
-    return out_root
+        write_json(ctx.out_root / "ledger.json", _ledger_entries(ctx.out_root, sweep, ctx.dataset, ctx.cells))
+    return ctx.out_root
+
+
+def run_sweep_stage(stage: str, sweep: str, params_path: str | Path | None = None, root: Path | None = None) -> Path:
+    """Run ``stage`` (release/integrate/attack/evaluate) for every cell of ``sweep``, one after another."""
+    cells = begin_stage(stage, sweep, params_path, root)
+    outcomes = {c: run_cell(stage, sweep, c, params_path, root) for c in progress(cells, f"{stage} {sweep}", total=len(cells))}
+    return finish_stage(stage, sweep, outcomes, params_path, root)
 
 
 def _ledger_entries(out_root: Path, sweep: str, dataset: str, cells: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
@@ -198,3 +252,12 @@ def _remove_stale(out_root: Path, keep: set[str], stage: str) -> None:
         if child.name in ("sweep.json", "ledger.json") or name in keep or child.name.startswith("."):
             continue
         shutil.rmtree(child) if child.is_dir() else child.unlink()
+
+
+def _tasks() -> tuple[Any, Any, Any]:
+    from tasks.common import as_task
+
+    return as_task(begin_stage, "begin-stage"), as_task(run_cell, "cell"), as_task(finish_stage, "finish-stage")
+
+
+begin_stage_task, run_cell_task, finish_stage_task = _tasks()

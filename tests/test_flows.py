@@ -37,3 +37,21 @@ def test_deployments_have_the_schedules() -> None:
     assert crons == [[NIGHTLY_CRON], [WEEKLY_CRON]]
     assert nightly.name == "nightly" and nightly.parameters == {"params_path": "params.yaml"}
     assert weekly.parameters == {"params_path": "params.large.yaml"}
+
+
+def test_dask_runner_gives_the_same_results_as_sequential(prefect_server: str, workdir: Path, mlflow_store: Path) -> None:
+    import shutil
+
+    from flows.benchmark import run_benchmark
+
+    params = str(workdir / "params.yaml")
+    run_benchmark(params, sweeps=["ss"], workers=1)
+    sequential = json.loads((workdir / "reports/sweeps/ss/metrics.json").read_text())
+    for sub in ("data/release", "data/integrate", "data/attack", "reports/sweeps"):
+        shutil.rmtree(workdir / sub)
+    run_benchmark(params, sweeps=["ss"], workers=2)
+    parallel = json.loads((workdir / "reports/sweeps/ss/metrics.json").read_text())
+    assert set(parallel) == {"epsilon=4.0", "epsilon=8.0", "mechanism=clean"}
+    assert parallel == sequential
+    release = json.loads((workdir / "data/release/ss/sweep.json").read_text())
+    assert sorted(release["computed"]) == sorted(parallel)
