@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from tasks.common import as_task, load_params
@@ -21,6 +22,7 @@ def embed(embedding: str, params_path: str | Path | None = None, root: Path | No
     params = {"embedding": embedding, "seed": cfg.seed, **ecfg.model_dump()}
     tags = {"embedding": embedding, "dataset": ecfg.dataset, "method": ecfg.encoder}
     with stage_run(cfg.tracking.experiment, "embed", params, tags, root) as mlflow:
+        t0 = time.perf_counter()
         arrays, _ = read_bundle(prepare_dir(root, ecfg.dataset))
         Z_train, Z_test = fit_encode(
             ecfg.encoder, arrays["X_train"], arrays["X_test"], dim=ecfg.dim, seed=cfg.seed, **ecfg.options
@@ -28,7 +30,8 @@ def embed(embedding: str, params_path: str | Path | None = None, root: Path | No
         out = write_bundle(
             embed_dir(root, embedding),
             {"Z_train": Z_train, "Z_test": Z_test},
-            {"stage": "embed", "embedding": embedding, "seed": cfg.seed, "params": params},
+            {"stage": "embed", "embedding": embedding, "seed": cfg.seed, "params": params,
+             "info": {"seconds": time.perf_counter() - t0}},
         )
         mlflow.log_metrics({"dim": Z_train.shape[1]})
         mlflow.log_artifact(str(out / "manifest.json"))

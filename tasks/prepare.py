@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from tasks.common import as_task, load_params
@@ -19,24 +20,29 @@ def prepare(dataset: str, params_path: str | Path | None = None, root: Path | No
         raise KeyError(f"dataset: {dataset!r} is not in params datasets ({sorted(cfg.datasets)})")
     dcfg = cfg.datasets[dataset]
     options = dict(dcfg.options)
+    if options.get("path") and not Path(options["path"]).is_absolute():
+        options["path"] = str(root / options["path"])  # user paths are relative to the repo root
     if dcfg.source in ("gaussian_mixture", "low_rank", "adult_like"):
         options.setdefault("seed", cfg.seed)
     params = {"dataset": dataset, "seed": cfg.seed, **dcfg.model_dump()}
+    t0 = time.perf_counter()
+    # Load and validate the data before the MLflow run opens: a rejected file changes nothing.
+    data = load_dataset(dcfg.source, **options)
+    prepared = prepare_dataset(
+        data,
+        test_size=dcfg.test_size,
+        n_parties=dcfg.n_parties,
+        scheme=dcfg.scheme,
+        alpha=dcfg.alpha,
+        max_records=dcfg.max_records,
+        seed=cfg.seed,
+    )
     with stage_run(cfg.tracking.experiment, "prepare", params, {"dataset": dataset}, root) as mlflow:
-        data = load_dataset(dcfg.source, **options)
-        prepared = prepare_dataset(
-            data,
-            test_size=dcfg.test_size,
-            n_parties=dcfg.n_parties,
-            scheme=dcfg.scheme,
-            alpha=dcfg.alpha,
-            max_records=dcfg.max_records,
-            seed=cfg.seed,
-        )
         out = write_bundle(
             prepare_dir(root, dataset),
             prepared.arrays(),
-            {"stage": "prepare", "dataset": dataset, "seed": cfg.seed, "params": params, "description": data.description},
+            {"stage": "prepare", "dataset": dataset, "seed": cfg.seed, "params": params, "description": data.description,
+             "info": {"seconds": time.perf_counter() - t0}},
         )
         mlflow.log_metrics({"n_train": prepared.X_train.shape[0], "n_test": prepared.X_test.shape[0], "n_features": prepared.X_train.shape[1]})
         mlflow.log_artifact(str(out / "manifest.json"))

@@ -28,7 +28,7 @@ import numpy as np
 from tasks.common import load_params
 from tasks.paths import CELL_STAGES, embed_dir, prepare_dir, repo_root, sweep_dir, sweep_report_dir
 from tasks.progress import progress
-from tasks.tracking import stage_run
+from tasks.tracking import fail_interrupted_runs, stage_run
 from veilbench.config import Config, SweepConfig
 from veilbench.families import get_family
 from veilbench.io import ARRAYS, load_npz, read_bundle, read_json, write_bundle, write_json
@@ -133,6 +133,7 @@ def begin_stage(stage: str, sweep: str, params_path: str | Path | None = None, r
     """Prepare a sweep stage: remove half-written leftovers of a killed run; return the cell names."""
     ctx = _context(stage, sweep, params_path, root)
     _remove_temporaries(ctx.out_root)
+    fail_interrupted_runs(ctx.cfg.tracking.experiment, stage, sweep, ctx.root)
     return list(ctx.cells)
 
 

@@ -76,6 +76,16 @@ def fail_stale_runs(client: Any, experiment_id: str, tags: Mapping[str, str]) ->
     return [run.info.run_id for run in stale]
 
 
+def fail_interrupted_runs(experiment: str, stage: str, sweep: str, root: Path | None = None) -> list[str]:
+    """Mark FAILED the RUNNING runs of ``stage`` on ``sweep`` left by a killed earlier run (call it
+    before any cell of the stage starts); returns their run ids."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri(root))
+    exp = client.get_experiment_by_name(experiment)
+    return [] if exp is None else fail_stale_runs(client, exp.experiment_id, {"stage": stage, "sweep": sweep})
+
+
 @contextmanager
 def stage_run(
     experiment: str,

@@ -92,11 +92,13 @@ def test_load_config_reports_yaml_syntax_and_missing_file(tmp_path) -> None:
         load_config(bad)
 
 
-def test_repository_params_yaml_is_valid() -> None:
+@pytest.mark.parametrize("name", ["params.yaml", "params.large.yaml"])
+def test_shipped_params_files_are_valid(name: str) -> None:
     from tests.conftest import REPO
 
-    cfg = load_config(REPO / "params.yaml")
-    assert cfg.sweeps, "the shipped params.yaml must define at least one sweep"
+    cfg = load_config(REPO / name)
+    families = {s.family for s in cfg.sweeps.values()}
+    assert families == {"scoreshield", "gca", "dc", "anchornoise"}, "every family runs in the shipped params"
 
 
 @settings(max_examples=60, deadline=None)

@@ -195,6 +195,8 @@ def _format(exc: PydanticError, prefix: str = "") -> list[str]:
             msg = "unknown key (not allowed here)"
         elif "ctx" in err and err["type"] in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
             msg = f"{msg}; got {err.get('input')!r}"
+        elif err["type"] in ("literal_error", "enum"):
+            msg = f"{msg}; got {err.get('input')!r}"
         out.append(f"{loc}: {msg}")
     return out
 

@@ -18,6 +18,7 @@ import os
 import shutil
 import tempfile
 import zipfile
+import zlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -121,7 +122,7 @@ def load_npz(path: str | Path) -> dict[str, np.ndarray]:
         if "pickle" in str(exc).lower() or "object" in str(exc).lower():
             raise ValidationError(f"{path}: holds a pickled/object array; only numeric arrays are accepted") from None
         raise ValidationError(f"{path}: not a readable .npz file ({exc})") from None
-    except (zipfile.BadZipFile, OSError, EOFError) as exc:
+    except (zipfile.BadZipFile, zlib.error, OSError, EOFError, NotImplementedError, RuntimeError) as exc:
         raise ValidationError(f"{path}: not a readable .npz file (truncated or corrupt: {exc})") from None
 
 

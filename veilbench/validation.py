@@ -33,6 +33,8 @@ def check_array(
     arr = np.asarray(x)
     if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool):
         raise ValidationError(f"{name}: expected a numeric array, got dtype {arr.dtype}")
+    if arr.dtype.kind == "c":
+        raise ValidationError(f"{name}: expected a real numeric array, got complex dtype {arr.dtype}")
     arr = arr.astype(dtype, copy=False)
     if ndim is not None and arr.ndim != ndim:
         raise ValidationError(f"{name}: expected a {ndim}-d array, got shape {arr.shape}")

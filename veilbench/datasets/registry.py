@@ -39,6 +39,8 @@ class Dataset:
 
 def _validated(name: str, X: Any, y: Any, description: str, **meta: Any) -> Dataset:
     Xa = check_array(X, f"{name}.X", ndim=2, min_rows=2)
+    if Xa.shape[1] == 0:
+        raise ValidationError(f"{name}.X: expected at least 1 feature column, got shape {Xa.shape}")
     ya = check_labels(y, f"{name}.y", n=Xa.shape[0], min_classes=2)
     return Dataset(name=name, X=Xa, y=ya, description=description, meta=meta)
 
@@ -112,7 +114,7 @@ def load_file(path: str | os.PathLike | None = None, label_column: str = "label"
             raise ValidationError(f"{p}: .npz must hold arrays 'X' and 'y'; missing {sorted(missing)}")
         X = arrays["X"]
         if X.ndim > 2:  # images (n, h, w[, c]) are flattened to rows
-            X = X.reshape(X.shape[0], -1)
+            X = X.reshape(X.shape[0], int(np.prod(X.shape[1:])))
         return _validated(p.stem, X, arrays["y"], f"user file {p.name}", source=str(p))
     if suffix in (".csv", ".parquet"):
         import pandas as pd

@@ -1,0 +1,82 @@
+"""Orchestration overhead of the default pipeline: Prefect, MLflow and DVC bookkeeping vs work.
+
+Copies the repository's code, ``params.yaml`` and ``dvc.yaml`` into a fresh temporary git + DVC
+repository, runs ``veilbench run`` (one local Prefect server, then ``dvc repro``) and measures:
+
+* ``total_seconds``: wall time of the whole command;
+* ``compute_seconds``: time spent inside the algorithms — the ``seconds`` every stage records in
+  its manifest (prepare, embed, and each cell × seed of release/integrate/attack/evaluate), plus an
+  in-process re-run of the report builder;
+* ``orchestration_seconds`` = total − compute: process start-up and imports, the Prefect server and
+  flow/task runs, MLflow logging, DVC hashing and locking.
+
+Writes ``reports/bench/overhead.json``: ``{"total_seconds", "orchestration_seconds",
+"compute_seconds", "share", "stages"}``. ``--params FILE`` measures another configuration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+def _compute_seconds(root: Path) -> float:
+    total = 0.0
+    for manifest in (root / "data").glob("*/*/manifest.json"):  # prepare, embed
+        total += float(json.loads(manifest.read_text()).get("info", {}).get("seconds", 0.0))
+    for record in [*(root / "data").glob("*/*/*/manifest.json"), *(root / "reports/sweeps").glob("*/cells/*.json")]:
+        info = json.loads(record.read_text()).get("info", {})
+        total += sum(float(v.get("seconds", 0.0)) for v in info.values() if isinstance(v, dict))
+    return total
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--params", default=str(REPO / "params.yaml"))
+    args = parser.parse_args()
+    from veilbench.io import write_json
+
+    with tempfile.TemporaryDirectory(prefix="veilbench-overhead-") as tmp:
+        root = Path(tmp)
+        for item in ("veilbench", "tasks", "flows"):
+            shutil.copytree(REPO / item, root / item, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copy(REPO / "dvc.yaml", root / "dvc.yaml")
+        shutil.copy(args.params, root / "params.yaml")
+        (root / ".gitignore").write_text("mlflow.db\n.prefect/\n__pycache__/\n")
+        env = {**os.environ, "VEILBENCH_ROOT": str(root), "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@x",
+               "GIT_COMMITTER_NAME": "b", "GIT_COMMITTER_EMAIL": "b@x"}
+        env.pop("PREFECT_API_URL", None)
+        for cmd in (["git", "init", "-q"], [sys.executable, "-m", "dvc", "init", "-q"], ["git", "add", "-A"],
+                    ["git", "commit", "-qm", "bench"]):
+            subprocess.run(cmd, cwd=root, env=env, check=True, capture_output=True)
+        t0 = time.perf_counter()
+        proc = subprocess.run([sys.executable, "-m", "flows.cli", "run"], cwd=root, env=env, capture_output=True, text=True)
+        total = time.perf_counter() - t0
+        if proc.returncode != 0:
+            raise SystemExit(f"pipeline failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+        stages = sum(1 for line in proc.stdout.splitlines() if line.startswith("Running stage"))
+        os.environ["VEILBENCH_ROOT"] = str(root)
+        from tasks.report import report
+
+        t1 = time.perf_counter()
+        report(root=root)
+        compute = _compute_seconds(root) + (time.perf_counter() - t1)
+    out = {"benchmark": "overhead", "total_seconds": round(total, 2), "compute_seconds": round(compute, 2),
+           "orchestration_seconds": round(total - compute, 2), "share": round((total - compute) / total, 4),
+           "stages": stages, "cpu_count": os.cpu_count()}
+    write_json(REPO / "reports" / "bench" / "overhead.json", out)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
