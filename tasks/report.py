@@ -189,7 +189,7 @@ def report(params_path: str | Path | None = None, root: Path | None = None) -> P
     ledger_lines, ledger_rows, composed = ledger_section(cfg, root)
     lines += ledger_lines
     ledger_csv = reports / "privacy_ledger.csv"
-    columns = ["dataset", "sweep", "cell", "seed", "mechanism", "epsilon", "delta"]
+    columns = ["dataset", "sweep", "cell", "seed", "mechanism", "epsilon", "delta", "count"]
     atomic_write_text(ledger_csv, pd.DataFrame(ledger_rows, columns=columns).to_csv(index=False))
     out = reports / "index.md"
     atomic_write_text(out, "\n".join(lines) + "\n")

@@ -225,7 +225,8 @@ def run_sweep_stage(stage: str, sweep: str, params_path: str | Path | None = Non
 
 
 def _ledger_entries(out_root: Path, sweep: str, dataset: str, cells: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """One privacy-ledger entry per (cell, seed) whose release reported ``dp_epsilon``/``dp_delta``."""
+    """One privacy-ledger entry per (cell, seed) whose release reported ``dp_epsilon``/``dp_delta``
+    (and ``dp_releases``, the number of separate releases at that budget, default 1)."""
     from veilbench.privacy.ledger import LedgerEntry
 
     entries = []
@@ -234,7 +235,8 @@ def _ledger_entries(out_root: Path, sweep: str, dataset: str, cells: dict[str, d
         for seed, metrics in manifest["per_seed"].items():
             if "dp_epsilon" in metrics:
                 entries.append(LedgerEntry(dataset, sweep, cell, int(seed), _method(options, manifest["params"]["family"]),
-                                           float(metrics["dp_epsilon"]), float(metrics.get("dp_delta", 0.0))).as_dict())
+                                           float(metrics["dp_epsilon"]), float(metrics.get("dp_delta", 0.0)),
+                                           int(metrics.get("dp_releases", 1))).as_dict())
     return entries
 
 

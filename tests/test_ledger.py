@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 import pytest
 
 from veilbench.privacy.ledger import LedgerEntry, compose
@@ -39,3 +41,24 @@ def test_a_non_private_release_makes_the_total_infinite() -> None:
 def test_bad_entries_are_rejected(eps: float, delta: float, field: str) -> None:
     with pytest.raises(ValidationError, match=field):
         _e("a", eps, delta)
+
+
+def test_count_composes_like_repeated_entries() -> None:
+    one = compose([LedgerEntry("a", "sw", "c", 0, "gaussian", 0.5, 1e-6, count=10)])["a"]
+    many = compose([_e("a", 0.5, 1e-6, s) for s in range(10)])["a"]
+    assert one == many
+
+
+def test_pipeline_ledger_records_each_private_release(tmp_path) -> None:
+    """The release stage turns dp_epsilon/dp_delta/dp_releases of each cell and seed into entries."""
+    from tasks.sweep import _ledger_entries
+    from veilbench.io import write_bundle
+
+    out = tmp_path / "release" / "sw"
+    for cell, metrics in {"eps": {"dp_epsilon": 2.0, "dp_delta": 1e-5, "dp_releases": 3.0}, "clean": {}}.items():
+        write_bundle(out / cell, {"x": np.zeros(1)},
+                     {"params": {"family": "scoreshield"}, "per_seed": {"0": metrics, "1": metrics}})
+    entries = _ledger_entries(out, "sw", "digits", {"eps": {"mechanism": "gaussian"}, "clean": {"mechanism": "clean"}})
+    assert [(e["cell"], e["seed"], e["count"]) for e in entries] == [("eps", 0, 3), ("eps", 1, 3)]
+    total = compose(LedgerEntry(**e) for e in entries)["digits"]
+    assert total.epsilon_basic == 12.0 and total.n_releases == 6

@@ -1,6 +1,8 @@
 r"""A privacy ledger: every differentially private release, and what they cost together.
 
-Each entry is one release of one data set: ``(dataset, sweep, cell, seed, mechanism, ε, δ)``.
+Each entry is ``count`` (ε, δ)-DP releases of one data set made by one cell and seed:
+``(dataset, sweep, cell, seed, mechanism, ε, δ, count)`` — e.g. q query score vectors released
+separately, each at (ε, δ), are one entry with ``count = q``.
 :func:`compose` totals the entries of a data set two ways:
 
 * basic composition (Dwork & Roth 2014, Thm 3.16): :math:`(\sum_i \varepsilon_i, \sum_i \delta_i)`;
@@ -24,7 +26,7 @@ from veilbench.validation import ValidationError, check_in_range
 
 @dataclass(frozen=True)
 class LedgerEntry:
-    """One (ε, δ)-DP release of ``dataset``."""
+    """``count`` (ε, δ)-DP releases of ``dataset``."""
 
     dataset: str
     sweep: str
@@ -33,8 +35,11 @@ class LedgerEntry:
     mechanism: str
     epsilon: float
     delta: float
+    count: int = 1
 
     def __post_init__(self) -> None:
+        if int(self.count) != self.count or self.count < 1:
+            raise ValidationError(f"count: must be an integer ≥ 1, got {self.count}")
         if not (self.epsilon > 0):
             raise ValidationError(f"epsilon: must be > 0 (or inf for no privacy), got {self.epsilon}")
         check_in_range(self.delta, "delta", 0.0, 1.0, high_inclusive=False)
@@ -71,9 +76,9 @@ def compose(entries: Iterable[LedgerEntry], delta_slack: float = 1e-6) -> dict[s
         by_dataset.setdefault(e.dataset, []).append(e)
     out = {}
     for dataset, es in by_dataset.items():
-        k = len(es)
-        eps_sum = math.fsum(e.epsilon for e in es)
-        delta_sum = min(1.0, math.fsum(e.delta for e in es))
+        k = sum(int(e.count) for e in es)
+        eps_sum = math.fsum(e.count * e.epsilon for e in es)
+        delta_sum = min(1.0, math.fsum(e.count * e.delta for e in es))
         eps_max = max(e.epsilon for e in es)
         delta_max = max(e.delta for e in es)
         if math.isinf(eps_max):

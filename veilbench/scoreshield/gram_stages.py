@@ -129,6 +129,8 @@ def release(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
     if "projection" in info:
         metrics["release_iterations"] = float(info["projection"]["iterations"])
         metrics["release_n_eigh"] = float(info["projection"]["n_eigh"])
+    if params.mechanism not in ("clean", "identity"):  # privacy ledger: one (ε, δ) release of the Gram
+        metrics.update(dp_epsilon=params.epsilon, dp_delta=params.delta)
     return StageOutput(arrays={"gram": g, "labels": y, **ids}, metrics=metrics, info=info)
 
 

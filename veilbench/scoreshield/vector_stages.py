@@ -57,7 +57,11 @@ def release(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
                     below_margin_fraction=float(np.mean(s < mech.score_floor)))
     info.update(sigma=sigma, clipped_fraction=clipped)
     arrays = {"scores": out, "query_labels": y_q, "gallery_labels": y_gal}
-    return StageOutput(arrays=arrays, metrics={"release_sigma": sigma, "release_clipped_fraction": clipped}, info=info)
+    metrics = {"release_sigma": sigma, "release_clipped_fraction": clipped}
+    if params.mechanism not in ("clean", "identity"):  # privacy ledger: q vectors at (ε, δ) each, or one joint release
+        metrics.update(dp_epsilon=params.epsilon, dp_delta=params.delta,
+                       dp_releases=1.0 if params.joint_queries else float(s.shape[0]))
+    return StageOutput(arrays=arrays, metrics=metrics, info=info)
 
 
 def integrate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
