@@ -52,9 +52,11 @@ def _fmt(stats: dict[str, float]) -> str:
     return f"{mean:.4g} ± {ci:.2g}" if stats.get("n", 1) > 1 else f"{mean:.4g}"
 
 
-def family_table(rows: list[dict[str, Any]]) -> tuple[list[str], list[list[str]], list[dict[str, Any]]]:
-    """(header, markdown cells, CSV records) of one family's cells."""
+def family_table(rows: list[dict[str, Any]], only: list[str] | None = None) -> tuple[list[str], list[list[str]], list[dict[str, Any]]]:
+    """(header, markdown cells, CSV records) of one family's cells; ``only`` keeps those metrics."""
     metric_names = sorted({m for r in rows for m in r["summary"]})
+    if only:
+        metric_names = [m for m in only if m in metric_names]
     # only the options that vary between cells identify a row; constant ones would be noise
     param_names = sorted(
         p for p in {p for r in rows for p, v in r["params"].items() if not isinstance(v, dict | list)}
@@ -180,7 +182,9 @@ def report(params_path: str | Path | None = None, root: Path | None = None) -> P
         csv_path = reports / "tables" / f"{family}.csv"
         pd.DataFrame(csv).to_csv(tmp := csv_path.with_name(f".{csv_path.name}.tmp"), index=False)
         tmp.replace(csv_path)
-        lines += [f"## {family}", "", _markdown(header, md), f"Table files: `tables/{family}.md`, `tables/{family}.csv`.", ""]
+        shown_header, shown_md, _ = family_table(fam_rows, cfg.report.columns.get(family))
+        lines += [f"## {family}", "", _markdown(shown_header, shown_md),
+                  f"All metrics: `tables/{family}.md`, `tables/{family}.csv`.", ""]
         for fr in (f for f in cfg.report.frontiers if f.family == family):
             pts = frontier_points(rows, fr)
             write_json(reports / "plots" / f"{fr.name}.json", pts)

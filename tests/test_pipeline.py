@@ -160,3 +160,16 @@ def test_run_left_running_by_a_killed_stage_is_marked_failed(workdir: Path, mlfl
     prepare("digits", root=workdir)
     assert client.get_run(killed.info.run_id).info.status == "FAILED"
     assert client.get_run(other.info.run_id).info.status == "RUNNING", "only the same stage/dataset"
+
+
+def test_family_table_shows_varying_options_and_selected_metrics() -> None:
+    from tasks.report import family_table
+
+    rows = [{"sweep": "s", "cell": f"epsilon={e}", "dataset": "d", "params": {"epsilon": e, "delta": 1e-5},
+             "summary": {"utility_a": {"mean": e / 10, "ci95": 0.01, "n": 3}, "utility_b": {"mean": 1.0, "ci95": 0.0, "n": 3}}}
+            for e in (1.0, 4.0)]
+    header, md, csv = family_table(rows)
+    assert header == ["sweep", "cell", "dataset", "epsilon", "utility_a", "utility_b"], "constant δ is not a column"
+    assert md[1][4] == "0.4 ± 0.01" and csv[0]["utility_a_ci95"] == 0.01
+    header, _, _ = family_table(rows, only=["utility_b", "missing_metric"])
+    assert header[-1] == "utility_b" and "utility_a" not in header

@@ -153,6 +153,8 @@ class FrontierConfig(_Strict):
 class ReportConfig(_Strict):
     title: str = "veilbench report"
     frontiers: list[FrontierConfig] = Field(default_factory=list)
+    columns: dict[str, list[str]] = Field(
+        default_factory=dict, description="family → metrics shown in index.md (default: all; tables/ hold all)")
 
 
 class Config(_Strict):
