@@ -173,3 +173,27 @@ def test_family_table_shows_varying_options_and_selected_metrics() -> None:
     assert md[1][4] == "0.4 ± 0.01" and csv[0]["utility_a_ci95"] == 0.01
     header, _, _ = family_table(rows, only=["utility_b", "missing_metric"])
     assert header[-1] == "utility_b" and "utility_a" not in header
+
+
+def test_compare_tables_two_experiments(workdir: Path, mlflow_store: Path) -> None:
+    from mlflow.tracking import MlflowClient
+
+    from tasks.compare import compare
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{workdir / 'mlflow.db'}")
+    for exp, values in {"exp-a": {"c1": 0.5, "c2": 0.7}, "exp-b": {"c1": 0.6}}.items():
+        eid = client.create_experiment(exp)
+        for cell, value in values.items():
+            for stage, v in (("release", 9.9), ("evaluate", value)):
+                run = client.create_run(eid, tags={"stage": stage, "cell": cell})
+                client.log_metric(run.info.run_id, "utility_auc", v)
+                client.set_terminated(run.info.run_id)
+    md, csv = compare(["exp-a", "exp-b"], root=workdir)
+    import pandas as pd
+
+    table = pd.read_csv(csv, index_col="cell")
+    assert table.loc["c1", "utility_auc [exp-a]"] == 0.5 and table.loc["c1", "utility_auc [exp-b]"] == 0.6
+    assert table.loc["c2", "utility_auc [exp-a]"] == 0.7 and pd.isna(table.loc["c2", "utility_auc [exp-b]"])
+    assert "utility_auc [exp-b]" in md.read_text()
+    with pytest.raises(KeyError, match="no MLflow experiment"):
+        compare(["exp-a", "nope"], root=workdir)
