@@ -9,6 +9,8 @@ from tasks.common import as_task, load_params
 from tasks.paths import embed_dir, prepare_dir, repo_root
 from tasks.tracking import stage_run
 from veilbench.embed.encoders import fit_encode
+from veilbench.embed.text import encode_texts
+from veilbench.validation import ValidationError
 from veilbench.io import read_bundle, write_bundle
 
 
@@ -24,9 +26,16 @@ def embed(embedding: str, params_path: str | Path | None = None, root: Path | No
     with stage_run(cfg.tracking.experiment, "embed", params, tags, root) as mlflow:
         t0 = time.perf_counter()
         arrays, _ = read_bundle(prepare_dir(root, ecfg.dataset))
-        Z_train, Z_test = fit_encode(
-            ecfg.encoder, arrays["X_train"], arrays["X_test"], dim=ecfg.dim, seed=cfg.seed, **ecfg.options
-        )
+        if ecfg.encoder == "sentence":
+            if "T_train" not in arrays:
+                raise ValidationError(
+                    f"embeddings.{embedding}.encoder: 'sentence' needs a text dataset (source paraphrases or "
+                    f"text_file), but {ecfg.dataset!r} has no texts")
+            Z_train, Z_test = encode_texts(list(arrays["T_train"])), encode_texts(list(arrays["T_test"]))
+        else:
+            Z_train, Z_test = fit_encode(
+                ecfg.encoder, arrays["X_train"], arrays["X_test"], dim=ecfg.dim, seed=cfg.seed, **ecfg.options
+            )
         out = write_bundle(
             embed_dir(root, embedding),
             {"Z_train": Z_train, "Z_test": Z_test},

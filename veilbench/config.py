@@ -64,7 +64,7 @@ class DatasetConfig(_Strict):
 
 class EmbeddingConfig(_Strict):
     dataset: str
-    encoder: Literal["raw", "standardize", "pca", "kernel_pca", "umap", "random_orthogonal"] = "standardize"
+    encoder: Literal["raw", "standardize", "pca", "kernel_pca", "umap", "random_orthogonal", "sentence"] = "standardize"
     dim: int = Field(32, ge=1, le=100_000)
     options: dict[str, Any] = Field(default_factory=dict)
 

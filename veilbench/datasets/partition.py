@@ -25,15 +25,21 @@ class PreparedData:
     party_train: np.ndarray
     X_test: np.ndarray
     y_test: np.ndarray
+    T_train: np.ndarray | None = None
+    T_test: np.ndarray | None = None
 
     def arrays(self) -> dict[str, np.ndarray]:
-        return {
+        """The stage arrays; text data sets add ``T_train``/``T_test`` (unicode, no pickle needed)."""
+        out = {
             "X_train": self.X_train,
             "y_train": self.y_train,
             "party_train": self.party_train,
             "X_test": self.X_test,
             "y_test": self.y_test,
         }
+        if self.T_train is not None:
+            out.update(T_train=self.T_train, T_test=self.T_test)
+        return out
 
 
 def partition_parties(
@@ -80,18 +86,21 @@ def prepare_dataset(
 
     check_in_range(test_size, "test_size", 0.0, 1.0, low_inclusive=False, high_inclusive=False)
     X, y = data.X, data.y
+    rows = np.arange(X.shape[0])
     rng = np.random.default_rng(seed)
     if max_records is not None and max_records < X.shape[0]:
         if max_records < 4:
             raise ValidationError(f"max_records: must be ≥ 4, got {max_records}")
-        keep = np.sort(rng.choice(X.shape[0], size=max_records, replace=False))
-        X, y = X[keep], y[keep]
-    _, counts = np.unique(y, return_counts=True)
-    stratify = y if counts.min() >= 2 else None
-    X_tr, X_te, y_tr, y_te = train_test_split(X, y, test_size=test_size, random_state=seed, stratify=stratify)
+        rows = np.sort(rng.choice(X.shape[0], size=max_records, replace=False))
+    _, counts = np.unique(y[rows], return_counts=True)
+    stratify = y[rows] if counts.min() >= 2 else None
+    r_tr, r_te = train_test_split(rows, test_size=test_size, random_state=seed, stratify=stratify)
+    X_tr, X_te, y_tr, y_te = X[r_tr], X[r_te], y[r_tr], y[r_te]
     if n_parties > X_tr.shape[0]:
         raise ValidationError(
             f"n_parties: must be ≤ the number of training records ({X_tr.shape[0]}), got {n_parties}"
         )
     party = partition_parties(y_tr, n_parties, scheme=scheme, alpha=alpha, seed=seed)
-    return PreparedData(X_tr, y_tr, party, X_te, y_te)
+    if data.texts is None:
+        return PreparedData(X_tr, y_tr, party, X_te, y_te)
+    return PreparedData(X_tr, y_tr, party, X_te, y_te, data.texts[r_tr], data.texts[r_te])

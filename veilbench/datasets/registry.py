@@ -35,6 +35,9 @@ class Dataset:
     y: np.ndarray
     description: str = ""
     meta: dict[str, Any] = field(default_factory=dict)
+    texts: np.ndarray | None = None
+    """For text data sets: the records' text, (n,) unicode; ``X`` then holds simple numeric
+    surface features (characters, words) and the ``sentence`` encoder embeds ``texts``."""
 
 
 def _validated(name: str, X: Any, y: Any, description: str, **meta: Any) -> Dataset:
@@ -140,6 +143,51 @@ def load_file(path: str | os.PathLike | None = None, label_column: str = "label"
     raise ValidationError(f"path: unsupported file type {suffix!r}; use .npz, .csv or .parquet")
 
 
+def _text_dataset(name: str, texts: list[str], y: Any, description: str, **meta: Any) -> Dataset:
+    if not texts or not all(isinstance(t, str) and t.strip() for t in texts):
+        raise ValidationError(f"{name}.texts: every record needs a non-empty text")
+    surface = np.array([[len(t), len(t.split())] for t in texts], dtype=float)
+    base = _validated(name, surface, y, description, **meta)
+    return Dataset(base.name, base.X, base.y, description, base.meta, np.asarray(texts, dtype=str))
+
+
+def paraphrases(**_: Any) -> Dataset:
+    """The embedded paraphrase corpus (:mod:`veilbench.datasets.paraphrases`); label = meaning group."""
+    from veilbench.datasets.paraphrases import paraphrase_corpus
+
+    texts, labels = paraphrase_corpus()
+    return _text_dataset("paraphrases", texts, labels, "paraphrase groups (embedded text)", source="veilbench")
+
+
+def load_text_file(
+    path: str | os.PathLike | None = None, text_column: str = "text", label_column: str = "label", **_: Any
+) -> Dataset:
+    """A user ``.csv``/``.parquet`` with a text column and a label column (embed it with ``encoder: sentence``)."""
+    if not path:
+        raise ValidationError("path: a text dataset needs path=<file.csv|.parquet>")
+    p = Path(path)
+    if not p.is_file():
+        raise ValidationError(f"path: file not found: {p}")
+    if p.suffix.lower() not in (".csv", ".parquet"):
+        raise ValidationError(f"path: unsupported file type {p.suffix!r}; use .csv or .parquet")
+    import pandas as pd
+
+    try:
+        df = pd.read_csv(p) if p.suffix.lower() == ".csv" else pd.read_parquet(p)
+    except Exception as exc:  # pandas raises many types for malformed files
+        raise ValidationError(f"{p}: cannot be read ({type(exc).__name__}: {exc})") from None
+    for col, role in ((text_column, "text_column"), (label_column, "label_column")):
+        if col not in df.columns:
+            raise ValidationError(f"{role}: {col!r} is not a column of {p} (columns: {list(df.columns)[:10]})")
+    if df.empty:
+        raise ValidationError(f"{p}: file holds no rows")
+    y = df[label_column].to_numpy()
+    if getattr(y.dtype, "kind", "O") not in "iuf":
+        _, y = np.unique(y.astype(str), return_inverse=True)
+    texts = ["" if pd.isna(t) else str(t) for t in df[text_column]]
+    return _text_dataset(p.stem, texts, y, f"user text file {p.name}", source=str(p))
+
+
 def _public(name: str, openml_name: str, shape_hint: str) -> Callable[..., Dataset]:
     def load(path: str | None = None, data_home: str | None = None, **_: Any) -> Dataset:
         candidates = [Path(path)] if path else []
@@ -172,7 +220,9 @@ DATASETS: dict[str, tuple[Callable[..., Dataset], str, str]] = {
     "gaussian_mixture": (gaussian_mixture, "generated", "Gaussian clusters (n_samples, n_features, n_classes)"),
     "low_rank": (low_rank, "generated", "low-rank embeddings (n_samples, n_features, rank)"),
     "adult_like": (adult_like, "generated", "tabular set of Adult's size (generated)"),
+    "paraphrases": (paraphrases, "embedded", "paraphrase corpus, 48 sentences in 12 meaning groups (text)"),
     "file": (load_file, "user", "your .npz (X, y) or .csv/.parquet with a label column"),
+    "text_file": (load_text_file, "user", "your .csv/.parquet with a text column and a label column"),
     "mnist": (_public("mnist", "mnist_784", "70000 × 784"), "public", "MNIST (local .npz or OpenML download)"),
     "fashion_mnist": (_public("fashion_mnist", "Fashion-MNIST", "70000 × 784"), "public", "Fashion-MNIST (local .npz or OpenML)"),
     "cifar10": (_public("cifar10", "CIFAR_10", "60000 × 3072"), "public", "CIFAR-10 (local .npz or OpenML)"),

