@@ -58,3 +58,17 @@ def test_gram_audit_output_adjacency_pair_has_the_claimed_distance():
     x, xp = audit_pair(mech, 6)
     assert np.linalg.norm(cosine_gram(x) - cosine_gram(xp)) == pytest.approx(1.5)
     assert audit_gram_release(mech, n=6, n_releases=N, seed=0).epsilon_lower_bound <= EPS
+
+
+class HalfNoiseGram(GaussianGramMechanism):
+    """A buggy Gram mechanism adding half the calibrated noise (σ/2 ⇔ Δ_F/2)."""
+
+    def sensitivity_for(self, n: int) -> float:
+        return super().sensitivity_for(n) / 2.0
+
+
+@pytest.mark.parametrize("adjacency", ["record", "output"])
+def test_gram_audit_catches_half_noise(adjacency):
+    ok = audit_gram_release(GaussianGramMechanism(EPS, DELTA, adjacency), n=6, n_releases=N, seed=3)
+    bad = audit_gram_release(HalfNoiseGram(EPS, DELTA, adjacency), n=6, n_releases=N, seed=3)
+    assert ok.epsilon_lower_bound <= EPS < bad.epsilon_lower_bound
