@@ -18,7 +18,7 @@ export OPENBLAS_NUM_THREADS ?= 2
 export MKL_NUM_THREADS ?= 2
 export NUMBA_NUM_THREADS ?= 2
 
-.PHONY: run test install bench clean-outputs
+.PHONY: run test install bench bench-quick clean-outputs
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -38,8 +38,13 @@ run: $(STAMP)
 test: $(STAMP)
 	PREFECT_HOME=$$(mktemp -d) $(BIN)/python -m pytest -q
 
+# Benchmarks write JSON to reports/bench/. Full sizes take hours on 2 cores; bench-quick takes minutes.
 bench: $(STAMP)
 	for b in benchmarks/bench_*.py; do $(BIN)/python $$b || exit 1; done
+
+bench-quick: $(STAMP)
+	for b in benchmarks/bench_*.py; do \
+	  case $$b in *overhead*) $(BIN)/python $$b ;; *) $(BIN)/python $$b --quick ;; esac || exit 1; done
 
 clean-outputs:
 	rm -rf data/prepare data/embed data/release data/integrate data/attack reports/cells mlflow.db
