@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
 
 
+
+@pytest.mark.slow
 def test_benchmark_flow_runs_every_stage(prefect_server: str, workdir: Path, mlflow_store: Path) -> None:
     from flows.benchmark import benchmark
 
@@ -20,6 +21,7 @@ def test_benchmark_flow_runs_every_stage(prefect_server: str, workdir: Path, mlf
     assert not (workdir / "reports/sweeps/ss").exists(), "only the named sweep runs"
 
 
+@pytest.mark.slow
 def test_stage_flow_cli_rejects_bad_params_before_work(prefect_server: str, workdir: Path) -> None:
     from flows.release import release_flow
     from flows._stage import main
@@ -39,6 +41,7 @@ def test_deployments_have_the_schedules() -> None:
     assert weekly.parameters == {"params_path": "params.large.yaml"}
 
 
+@pytest.mark.slow
 def test_dask_runner_gives_the_same_results_as_sequential(prefect_server: str, workdir: Path, mlflow_store: Path) -> None:
     import shutil
 
@@ -55,3 +58,45 @@ def test_dask_runner_gives_the_same_results_as_sequential(prefect_server: str, w
     assert parallel == sequential
     release = json.loads((workdir / "data/release/ss/sweep.json").read_text())
     assert sorted(release["computed"]) == sorted(parallel)
+
+
+def test_local_prefect_server_binds_loopback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server the pipeline starts listens on 127.0.0.1 only (checked on the command it runs)."""
+    import subprocess
+
+    import flows.server as server
+
+    seen: dict = {}
+
+    class FakeServer:
+        returncode = None
+
+        def __init__(self, cmd, **kwargs):
+            seen["cmd"] = cmd
+
+        def poll(self):
+            return None
+
+        def terminate(self):
+            seen["terminated"] = True
+
+        def wait(self, timeout=None):
+            return 0
+
+    class Healthy:
+        status = 200
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    monkeypatch.setattr(subprocess, "Popen", FakeServer)
+    monkeypatch.setattr(server.urllib.request, "urlopen", lambda url, timeout: Healthy())
+    monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "home"))
+    with server.local_prefect_server(tmp_path) as url:
+        assert url.startswith("http://127.0.0.1:")
+    cmd = seen["cmd"]
+    assert cmd[cmd.index("--host") + 1] == "127.0.0.1" and seen["terminated"]
