@@ -9,6 +9,8 @@ and cells present in ``params.yaml``) and writes
   curve per ``group_by`` value with CI error bars; cells without the x value (e.g. the clean
   reference) are drawn as horizontal reference lines;
 * ``reports/plots/<frontier>.json``: the plotted points, for ``dvc plots``;
+* ``reports/gca/communication.csv``: MiB per round per method and dataset for the GCA paper's
+  configurations (formulas, independent of the sweeps; described in index.md when a GCA sweep runs);
 * ``reports/privacy_ledger.csv``: every DP release (from ``data/release/<sweep>/ledger.json``)
   and, in ``index.md``, its composition per data set (:mod:`veilbench.privacy.ledger`);
 * ``reports/index.md``: links to all of the above.
@@ -190,6 +192,14 @@ def report(params_path: str | Path | None = None, root: Path | None = None) -> P
             write_json(reports / "plots" / f"{fr.name}.json", pts)
             plot_frontier(pts, fr, reports / "figures" / f"{fr.name}.png")
             lines += [f"### {fr.name}", "", f"![{fr.name}](figures/{fr.name}.png)", ""]
+    from veilbench.gca.communication import write_communication_csv
+
+    write_communication_csv(reports / "gca" / "communication.csv")
+    if any(s.family == "gca" for s in cfg.sweeps.values()):
+        lines += ["## GCA communication", "",
+                  "Exact MiB per round for parameter sharing and for GCA at each K, for the paper's dataset "
+                  "configurations (spec Tables 11–12, computed by `veilbench.gca.communication`): "
+                  "`gca/communication.csv`. Each GCA cell also reports `comm_mib_per_round` measured in its run.", ""]
     ledger_lines, ledger_rows, composed = ledger_section(cfg, root)
     lines += ledger_lines
     ledger_csv = reports / "privacy_ledger.csv"

@@ -109,6 +109,10 @@ def test_report_builds_tables_and_figures(pipeline_run: Path) -> None:
     assert "epsilon=8.0" in text and "mechanism=clean" in text and "ss-identity" in text
     table = (pipeline_run / "reports/tables/scoreshield.csv").read_text().splitlines()
     assert len(table) == 1 + 4
+    assert "parameter_sharing" in (pipeline_run / "reports/gca/communication.csv").read_text()
+    ledger = (pipeline_run / "reports/privacy_ledger.csv").read_text().splitlines()
+    assert len(ledger) == 1 + 2 * 2, "two private cells × two seeds in the ledger"
+    assert "## Privacy ledger" in text
     png = pipeline_run / "reports/figures/ss-frontier.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     points = json.loads((pipeline_run / "reports/plots/ss-frontier.json").read_text())
