@@ -66,6 +66,9 @@ def test_fedavg_and_dpfedavg_cells(digits_inputs):
     assert "dp_epsilon" not in fed and dp["dp_epsilon"] > 0 and np.isfinite(dp["dp_epsilon"])
     released = F.release(digits_inputs, F.Params(method="dpfedavg", **longer), 1).metrics
     assert released["dp_epsilon"] == dp["dp_epsilon"] and released["dp_delta"] == 1e-5
+    # the per-round audit sits beside the accountant's per-round claim, and below it
+    assert 0.0 <= dp["privacy_epsilon_lower_bound_round"] <= dp["privacy_epsilon_claimed_round"] <= dp["dp_epsilon"]
+    assert "privacy_epsilon_lower_bound_round" not in fed
     assert fed["comm_mib_per_round"] == dp["comm_mib_per_round"] == fed["comm_mib_per_round_measured"] > 0.1
     assert fed["utility_roc_auc"] > 0.6
     # trivial baselines depend only on the (dataset, seed), not on the method

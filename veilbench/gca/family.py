@@ -223,8 +223,16 @@ def attack(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
     for kind in TRIVIAL_KINDS:
         out = trivial_outputs(kind, params.attack_starts, data.train_mean, data.heldout, rng)
         arrays[f"trivial_{kind}"] = np.clip(out, -1.0, 1.0) if bounded else out
-    return StageOutput(arrays=arrays, info={"attack": "surrogate" if params.method == "gca" else "white-box",
-                                            "mean_steps": float(inv.steps.mean())})
+    info = {"attack": "surrogate" if params.method == "gca" else "white-box", "mean_steps": float(inv.steps.mean())}
+    if params.method == "dpfedavg":  # empirical ε of one round beside the accountant's (veilbench.gca.audit)
+        from veilbench.gca.audit import audit_dp_fedavg_round
+
+        audit = audit_dp_fedavg_round(n_clients=len(data.client_ids), clip=params.dp_clip,
+                                      noise_multiplier=float(rel["dp_noise_multiplier"][0]), delta=params.dp_delta,
+                                      n_runs=2000, seed=seed)
+        arrays["audit_round_epsilon"] = np.array([audit.audit.epsilon_lower_bound, audit.epsilon_claimed])
+        info["audit"] = "one DP-FedAvg round, canary client update c·e1 vs absent"
+    return StageOutput(arrays=arrays, info=info)
 
 
 def evaluate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
@@ -246,6 +254,9 @@ def evaluate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
     if params.method == "dpfedavg":
         metrics["dp_epsilon"] = float(rel["dp_epsilon"][0])
         metrics["dp_delta"] = params.dp_delta
+        lower, claimed = inputs["attack"]["audit_round_epsilon"]
+        metrics["privacy_epsilon_lower_bound_round"] = float(lower)
+        metrics["privacy_epsilon_claimed_round"] = float(claimed)
     if params.method in PARAMETER_SHARING or params.method == "gca":
         from veilbench.gca.extraction import ntmse_delta_cos
 
