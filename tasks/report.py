@@ -157,8 +157,10 @@ def ledger_section(cfg: Config, root: Path) -> tuple[list[str], list[dict[str, A
     md = [[d, str(c.n_releases), f"{c.epsilon_basic:.4g}", f"{c.delta_basic:.3g}", f"{c.epsilon_advanced:.4g}",
            f"{c.delta_advanced:.3g}"] for d, c in sorted(totals.items())]
     lines = ["## Privacy ledger", "",
-             "Every (ε, δ)-DP release made by the evaluated sweeps (one per cell and seed), composed per data set. "
-             "Cells are alternative configurations, so this is the cost if every released object were published.", "",
+             "Every (ε, δ)-DP release made by the evaluated sweeps, composed per data set (a cell and seed that "
+             "releases q score vectors separately counts q releases). Cells are alternative configurations, so "
+             "this is the cost if every released object were published; the total is the smaller of the two "
+             "compositions.", "",
              _markdown(header, md), "Full ledger: `privacy_ledger.csv`.", ""]
     composed = {d: {"n_releases": c.n_releases, "epsilon": c.epsilon, "delta": c.delta} for d, c in totals.items()}
     return lines, rows, composed
