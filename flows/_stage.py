@@ -33,8 +33,9 @@ def run_cell_stage(stage: str, sweeps: list[str], params_path: str | None) -> li
     return [str(finish_stage_task(stage, sw, outcomes[sw], params_path)) for sw in sweeps]
 
 
-def make_stage_flow(stage: str, stage_task: Any) -> Callable[..., list[str]]:
-    """A flow running one stage for the given keys (default: every key of the stage's section).
+def make_stage_flow(stage: str, stage_task: Any = None) -> Callable[..., list[str]]:
+    """A flow running one stage for the given keys (default: every key of the stage's section):
+    ``stage_task`` per dataset/embedding for prepare and embed, the sweep cell tasks otherwise.
 
     Cells run one at a time by default (MLflow's fluent API keeps one active run per process);
     ``flows.benchmark --workers N`` runs them in parallel processes through Dask."""

@@ -3,9 +3,8 @@
 import sys
 
 from flows._stage import main, make_stage_flow
-from tasks.attack import attack_task
 
-attack_flow = make_stage_flow("attack", attack_task)
+attack_flow = make_stage_flow("attack")
 
 if __name__ == "__main__":
     sys.exit(main("attack", attack_flow))

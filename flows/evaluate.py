@@ -3,9 +3,8 @@
 import sys
 
 from flows._stage import main, make_stage_flow
-from tasks.evaluate import evaluate_task
 
-evaluate_flow = make_stage_flow("evaluate", evaluate_task)
+evaluate_flow = make_stage_flow("evaluate")
 
 if __name__ == "__main__":
     sys.exit(main("evaluate", evaluate_flow))

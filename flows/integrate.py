@@ -3,9 +3,8 @@
 import sys
 
 from flows._stage import main, make_stage_flow
-from tasks.integrate import integrate_task
 
-integrate_flow = make_stage_flow("integrate", integrate_task)
+integrate_flow = make_stage_flow("integrate")
 
 if __name__ == "__main__":
     sys.exit(main("integrate", integrate_flow))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tasks.common import as_task
 from tasks.sweep import run_sweep_stage
 
 
@@ -12,5 +11,3 @@ def release(sweep: str, params_path: str | Path | None = None, root: Path | None
     """Run the ``release`` stage of every cell of ``sweep``; returns the output folder."""
     return run_sweep_stage("release", sweep, params_path, root)
 
-
-release_task = as_task(release, "release")
