@@ -37,7 +37,7 @@ from veilbench.gca.simulator import (
     make_optimizer,
     seed_torch,
 )
-from veilbench.gca.training import encode, minibatches, reconstruction_epoch
+from veilbench.gca.training import encode, reconstruction_epoch, run_epoch
 
 
 def upload_codes(model, x, fraction: float, rng: np.random.Generator) -> np.ndarray:
@@ -60,16 +60,7 @@ def alignment_loss(z, mu, w):
 
 def alignment_epoch(model, opt, x, mu, w, batch_size: int, rng: np.random.Generator) -> int:
     """One epoch of :func:`alignment_loss` stepping ``opt`` (built on the encoder only); returns steps."""
-    model.train()
-    steps = 0
-    for idx in minibatches(x.shape[0], batch_size, rng):
-        loss = alignment_loss(model.encode(x[idx]), mu, w)
-        opt.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        steps += 1
-    opt.end_epoch()
-    return steps
+    return run_epoch(model, opt, x, batch_size, rng, lambda xb: alignment_loss(model.encode(xb), mu, w))
 
 
 def init_client_models(fed: Federation, cfg: FedConfig, seed: int) -> list:

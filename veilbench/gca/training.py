@@ -103,14 +103,23 @@ def reconstruction_epoch(
     optimiser steps taken (:math:`\\lceil n/B \\rceil`).
     """
     torch = _torch()
-    model.train()
     params = list(model.parameters())
-    steps = 0
-    for idx in minibatches(x.shape[0], batch_size, rng):
-        xb = x[idx]
+
+    def loss_fn(xb):
         loss = ((xb - model(xb)) ** 2).sum(1).mean()
         if prox_center is not None and prox_mu > 0:
             loss = loss + prox_mu * ((torch.nn.utils.parameters_to_vector(params) - prox_center) ** 2).sum()
+        return loss
+
+    return run_epoch(model, opt, x, batch_size, rng, loss_fn)
+
+
+def run_epoch(model, opt: LocalOptimizer, x, batch_size: int, rng: np.random.Generator, loss_fn) -> int:
+    """One epoch of mini-batch steps on ``loss_fn(x_batch)`` through ``opt``; returns the step count."""
+    model.train()
+    steps = 0
+    for idx in minibatches(x.shape[0], batch_size, rng):
+        loss = loss_fn(x[idx])
         opt.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
