@@ -1,8 +1,10 @@
 """The ``veilbench`` command line.
 
-    veilbench run                 # validate params.yaml, start one local Prefect server, dvc repro
+    veilbench run                 # validate params.yaml, one local Prefect server, reproduce stale
+                                  # DVC stages in this process (dvc.lock as after `dvc repro`)
     veilbench run --stage release # only one stage (and what it needs)
-    veilbench run --no-dvc        # the whole pipeline as one Prefect flow, always recomputing
+    veilbench run --per-stage-processes  # plain `dvc repro` (one process per stage)
+    veilbench run --no-dvc        # the whole pipeline as one Prefect flow, no DVC bookkeeping
     veilbench validate            # check params.yaml and exit
     veilbench datasets            # list the registered datasets
     veilbench report              # rebuild reports/index.md from evaluated cells
@@ -54,30 +56,53 @@ def validate(params: Path = typer.Option(None, help="path to params.yaml (defaul
     _validate(params)
 
 
+def _warm_pipeline() -> None:
+    """Import the in-process pipeline (Prefect, DVC, MLflow, the stage code) while the server boots."""
+    import flows.pipeline  # noqa: F401
+    import tasks.sweep  # noqa: F401
+
+
 @app.command()
 def run(
     stage: str = typer.Option(None, help=f"run only this stage (one of {', '.join(STAGES)}) and what it depends on"),
-    no_dvc: bool = typer.Option(False, "--no-dvc", help="run all stages as one Prefect flow (always recomputes)"),
+    per_stage_processes: bool = typer.Option(
+        False, "--per-stage-processes", help="plain `dvc repro`: one process per stage (slower, same results)"),
+    no_dvc: bool = typer.Option(False, "--no-dvc", help="run all stages as one Prefect flow without DVC bookkeeping"),
     force: bool = typer.Option(False, help="with DVC: rerun stages even when nothing changed"),
     params: Path = typer.Option(None, help="path to params.yaml (with --no-dvc only; DVC reads params.yaml)"),
 ) -> None:
-    """Run the pipeline: validate params, start one local Prefect server (127.0.0.1), run the stages."""
+    """Run the pipeline: validate params, start one local Prefect server (127.0.0.1), reproduce.
+
+    By default DVC decides which stages are stale and records them in dvc.lock, and the stale
+    stages run inside this one process (`flows.pipeline`): the same outputs and lock as
+    `dvc repro`, without a Python start-up per stage."""
     from flows.server import local_prefect_server
 
     if stage is not None and stage not in STAGES:
         console.print(f"[red]error:[/red] {escape(f'--stage must be one of {STAGES}, got {stage!r}')}")
         raise typer.Exit(2)
+    if params is not None and not no_dvc:
+        console.print("[red]error:[/red] --params: only with --no-dvc (DVC stages read params.yaml at the repo root)")
+        raise typer.Exit(2)
     _validate(params)
     root = _root()
-    with local_prefect_server(root) as url:
+    in_process = not (no_dvc or per_stage_processes)
+    with local_prefect_server(root, warmup=_warm_pipeline if in_process else None) as url:
         console.print(f"Prefect API: {url}")
-        if no_dvc:
-            cmd = [sys.executable, "-m", "flows.benchmark"] + (["--params", str(params)] if params else [])
+        if in_process:
+            from flows.pipeline import reproduce_in_process
+
+            executed = reproduce_in_process(root, [stage] if stage else None, force)
+            console.print(f"{len(executed)} stage(s) ran" + (": " + ", ".join(executed) if executed else " (all up to date)"))
+            code = 0
         else:
-            cmd = [sys.executable, "-m", "dvc", "repro"] + (["--force"] if force else []) + ([stage] if stage else [])
-        # dvc.yaml commands call `python`: make it this interpreter (the project venv).
-        path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-        code = subprocess.call(cmd, cwd=root, env={**os.environ, "PREFECT_API_URL": url, "PATH": path})
+            if no_dvc:
+                cmd = [sys.executable, "-m", "flows.benchmark"] + (["--params", str(params)] if params else [])
+            else:
+                cmd = [sys.executable, "-m", "dvc", "repro"] + (["--force"] if force else []) + ([stage] if stage else [])
+            # dvc.yaml commands call `python`: make it this interpreter (the project venv).
+            path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+            code = subprocess.call(cmd, cwd=root, env={**os.environ, "PREFECT_API_URL": url, "PATH": path})
     if code != 0:
         raise typer.Exit(code)
     console.print(f"done: see {root / 'reports' / 'index.md'}")

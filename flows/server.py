@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -26,9 +26,16 @@ def _free_port(host: str) -> int:
 
 
 @contextmanager
-def local_prefect_server(root: Path, host: str = "127.0.0.1", timeout: float = 180.0) -> Iterator[str]:
-    """Yield the API URL of a running Prefect server (started here unless one is configured)."""
+def local_prefect_server(
+    root: Path, host: str = "127.0.0.1", timeout: float = 180.0, warmup: Callable[[], object] | None = None
+) -> Iterator[str]:
+    """Yield the API URL of a running Prefect server (started here unless one is configured).
+
+    ``warmup`` (e.g. importing the pipeline's modules) runs while the server boots, with
+    ``PREFECT_API_URL`` already exported, so Prefect's settings read at import time see it."""
     if os.environ.get("PREFECT_API_URL"):
+        if warmup is not None:
+            warmup()
         yield os.environ["PREFECT_API_URL"]
         return
     port = _free_port(host)
@@ -42,7 +49,11 @@ def local_prefect_server(root: Path, host: str = "127.0.0.1", timeout: float = 1
         env=env, stdout=log, stderr=subprocess.STDOUT,
     )
     url = f"http://{host}:{port}/api"
+    previous = os.environ.get("PREFECT_API_URL")
+    os.environ["PREFECT_API_URL"] = url
     try:
+        if warmup is not None:
+            warmup()
         deadline = time.monotonic() + timeout
         while True:
             if proc.poll() is not None:
@@ -56,16 +67,12 @@ def local_prefect_server(root: Path, host: str = "127.0.0.1", timeout: float = 1
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the Prefect server did not answer within {timeout:.0f} s; see {log.name}")
             time.sleep(0.5)
-        previous = os.environ.get("PREFECT_API_URL")
-        os.environ["PREFECT_API_URL"] = url
-        try:
-            yield url
-        finally:
-            if previous is None:
-                os.environ.pop("PREFECT_API_URL", None)
-            else:
-                os.environ["PREFECT_API_URL"] = previous
+        yield url
     finally:
+        if previous is None:
+            os.environ.pop("PREFECT_API_URL", None)
+        else:
+            os.environ["PREFECT_API_URL"] = previous
         proc.terminate()
         try:
             proc.wait(timeout=20)

@@ -30,6 +30,7 @@ from tasks.paths import CELL_STAGES, embed_dir, prepare_dir, repo_root, sweep_di
 from tasks.progress import progress
 from tasks.tracking import fail_interrupted_runs, stage_run
 from veilbench.config import Config, SweepConfig
+from veilbench.crossfamily import crossfamily_metrics
 from veilbench.families import get_family
 from veilbench.io import ARRAYS, load_npz, read_bundle, read_json, write_bundle, write_json
 
@@ -52,7 +53,7 @@ def _digest(path: Path) -> str:
 #: Library code a family stage may run, relative to the repo root; its digest is part of every
 #: input key, so a code change recomputes cells (the same paths are the stage deps in dvc.yaml).
 SHARED_CODE = ("veilbench/privacy", "veilbench/metrics", "veilbench/linalg", "veilbench/families", "veilbench/embed",
-               "veilbench/validation.py", "veilbench/io.py", "tasks/sweep.py")
+               "veilbench/validation.py", "veilbench/io.py", "veilbench/crossfamily.py", "tasks/sweep.py")
 
 
 def code_digest(family: str) -> str:
@@ -174,6 +175,9 @@ def run_cell(stage: str, sweep: str, cell: str, params_path: str | Path | None =
             inputs.update({s: _split_seed(a, seed) for s, a in earlier.items()})
             t0 = time.perf_counter()
             result = stage_fn(inputs, fparams, seed)
+            if stage == "evaluate":  # the cross-family view: one attack and one utility for every family
+                xfam = {k: v for s in CELL_STAGES[:-1] for k, v in inputs.get(s, {}).items() if k.startswith("xfam_")}
+                result.metrics.update(crossfamily_metrics(xfam, seed))
             arrays.update({f"s{seed}__{k}": v for k, v in result.arrays.items()})
             per_seed[seed] = {k: float(v) for k, v in result.metrics.items()}
             info[str(seed)] = {**result.info, "seconds": time.perf_counter() - t0}
@@ -186,14 +190,11 @@ def run_cell(stage: str, sweep: str, cell: str, params_path: str | Path | None =
         else:
             out = write_bundle(ctx.out_root / cell, arrays, record)
             mlflow.log_artifact(str(out / "manifest.json"))
-        for name, stats in summary.items():
-            if math.isfinite(stats["mean"]):
-                mlflow.log_metric(name, stats["mean"])
-                mlflow.log_metric(f"{name}_ci95", stats["ci95"])
+        # one batched call per seed and one for the summary (a call per metric costs a SQLite transaction)
+        mlflow.log_metrics({k: v for name, stats in summary.items() if math.isfinite(stats["mean"])
+                            for k, v in ((name, stats["mean"]), (f"{name}_ci95", stats["ci95"]))})
         for seed, metrics in per_seed.items():
-            for name, value in metrics.items():
-                if math.isfinite(value):
-                    mlflow.log_metric(f"seed/{name}", value, step=seed)
+            mlflow.log_metrics({f"seed/{n}": v for n, v in metrics.items() if math.isfinite(v)}, step=seed)
     return "computed"
 
 

@@ -10,6 +10,7 @@ same stage for the same dataset/embedding/sweep/cell marks such stale RUNNING ru
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -40,8 +41,15 @@ def params_hash(params: Mapping[str, Any]) -> str:
 
 
 def git_revision(root: Path | None = None) -> str:
-    """Current git commit (with ``-dirty`` when the tree has changes), or ``unknown`` outside git."""
-    cwd = root or repo_root()
+    """Current git commit (with ``-dirty`` when the tree has changes), or ``unknown`` outside git.
+
+    Read once per process and root: a run's stages write tracked reports, which would otherwise
+    mark later stages of the same run ``-dirty``; and two git calls per MLflow run add up."""
+    return _git_revision(Path(root or repo_root()).resolve())
+
+
+@functools.lru_cache(maxsize=8)
+def _git_revision(cwd: Path) -> str:
     try:
         rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=10)
         if rev.returncode != 0:

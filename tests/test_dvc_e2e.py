@@ -68,3 +68,26 @@ def test_dvc_repro_is_incremental(dvc_repo: tuple[Path, dict[str, str]]) -> None
     assert release["computed"] == ["epsilon=16.0"] and sorted(release["reused"]) == ["epsilon=4.0", "mechanism=clean"]
     metrics = _run([*dvc, "metrics", "show", "--json"], root, env)
     assert "epsilon=16.0" in metrics and "epsilon=8.0" not in metrics
+
+
+def test_veilbench_run_in_process_writes_the_same_lock(dvc_repo: tuple[Path, dict[str, str]]) -> None:
+    """`veilbench run` executes stale stages in one process; DVC's lock must then be exactly as
+    after `dvc repro` (nothing stale, nothing rerun), and edits stay incremental."""
+    root, env = dvc_repo
+    dvc = [sys.executable, "-m", "dvc"]
+    veilbench = [sys.executable, "-m", "flows.cli", "run"]
+    first = _stages_run(_run(veilbench, root, env))
+    assert {"prepare@digits", "embed@digits-pca", "release@ss", "evaluate@ss-identity", "report"} <= first
+    assert (root / "reports/index.md").is_file() and (root / "dvc.lock").is_file()
+
+    assert "up to date" in _run([*dvc, "status"], root, env).lower()
+    assert _stages_run(_run([*dvc, "repro"], root, env)) == set(), "dvc repro after veilbench run must rerun nothing"
+    assert _stages_run(_run(veilbench, root, env)) == set()
+
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["sweeps"]["ss"]["grid"]["epsilon"] = [4.0, 16.0]
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    assert _stages_run(_run(veilbench, root, env)) == {"release@ss", "integrate@ss", "attack@ss", "evaluate@ss", "report"}
+    release = json.loads((root / "data/release/ss/sweep.json").read_text())
+    assert release["computed"] == ["epsilon=16.0"] and sorted(release["reused"]) == ["epsilon=4.0", "mechanism=clean"]
+    assert _stages_run(_run([*dvc, "repro"], root, env)) == set()

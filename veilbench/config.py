@@ -142,12 +142,64 @@ class FrontierConfig(_Strict):
     family: str
     x: str = Field(description="a metric name, or param:<option> for a cell option such as ε")
     y: str
-    group_by: str = "mechanism"
+    group_by: str | list[str] = Field("mechanism", description="option(s) whose values name the curves")
     reference_groups: list[str] = Field(
         default_factory=list, description="groups drawn as horizontal reference lines (e.g. clean, identity)")
     sweeps: list[str] = Field(default_factory=list, description="only cells of these sweeps (default: all)")
     x_label: str = ""
     y_label: str = ""
+    log_x: bool | None = Field(None, description="log-scale x axis (default: only when x is param:epsilon)")
+    log_y: bool = False
+    fit_loglog: bool = Field(False, description="fit and report the slope of log y vs log x per curve")
+    mark_x: float | None = Field(None, description="mark this x on the figure and report each curve's y there "
+                                                   "(linear interpolation between neighbouring points)")
+    mark_label: str = ""
+    paper_y: float | None = Field(None, description="a paper's y value at mark_x, drawn and labelled as the paper's")
+    paper_label: str = Field("", description="what paper_y is (source, data set); shown with 'paper:'")
+
+    @model_validator(mode="after")
+    def _paper_needs_mark(self) -> FrontierConfig:
+        if self.paper_y is not None and self.mark_x is None:
+            raise ValueError("paper_y: needs mark_x (the x at which the paper reports its value)")
+        return self
+
+
+class MetricRef(_Strict):
+    """One cell metric: ``metric`` of cell ``cell`` in sweep ``sweep`` (mean over the cell's seeds)."""
+
+    sweep: str
+    cell: str
+    metric: str
+
+
+class FrontierRef(_Strict):
+    """A number read off a frontier: the fitted log-log ``slope`` of one curve (needs
+    ``fit_loglog``), or the curve's ``y_at_mark`` (needs ``mark_x``)."""
+
+    frontier: str
+    curve: str = Field(description="the curve's name as in the figure's legend (the group_by values)")
+    stat: Literal["slope", "y_at_mark"]
+
+
+class ClaimConfig(_Strict):
+    """A headline claim of a paper checked against our runs, for the "paper vs ours" table.
+
+    ``ours`` is the measured value (a cell metric, or a frontier's slope / value at its mark); the
+    claim holds when ``ours <op> factor · than`` (``than`` a number or another reference), with
+    ``tolerance`` for ``~`` (|ours − factor · than| ≤ tolerance). ``paper`` is the
+    paper's own statement or number, shown labelled as the paper's; ``why_not`` is shown only when
+    the check fails (or the cells have not run)."""
+
+    family: str
+    claim: str
+    source: str = Field(description="where the paper states it (spec section, table)")
+    paper: str = Field(description="the paper's number or statement, verbatim from the spec")
+    ours: MetricRef | FrontierRef
+    op: Literal["<", "<=", ">", ">=", "~"]
+    than: float | MetricRef | FrontierRef
+    factor: float = Field(1.0, gt=0.0, description="compare with factor · than (e.g. 0.16 for '84% less')")
+    tolerance: float = Field(0.0, ge=0.0)
+    why_not: str = ""
 
 
 class ReportConfig(_Strict):
@@ -155,6 +207,7 @@ class ReportConfig(_Strict):
     frontiers: list[FrontierConfig] = Field(default_factory=list)
     columns: dict[str, list[str]] = Field(
         default_factory=dict, description="family → metrics shown in index.md (default: all; tables/ hold all)")
+    claims: list[ClaimConfig] = Field(default_factory=list, description="the paper vs ours table")
 
 
 class Config(_Strict):
@@ -178,6 +231,24 @@ class Config(_Strict):
         for name, sweep in self.sweeps.items():
             if sweep.embedding not in self.embeddings:
                 problems.append(f"sweeps.{name}.embedding: {sweep.embedding!r} is not in embeddings ({sorted(self.embeddings)})")
+        frontiers = {f.name: f for f in self.report.frontiers}
+        for i, claim in enumerate(self.report.claims):
+            refs = [("ours", claim.ours)] + ([("than", claim.than)] if not isinstance(claim.than, float | int) else [])
+            for field, ref in refs:
+                if isinstance(ref, FrontierRef):
+                    fr = frontiers.get(ref.frontier)
+                    if fr is None:
+                        problems.append(f"report.claims.{i}.{field}.frontier: {ref.frontier!r} is not in report.frontiers "
+                                        f"({sorted(frontiers)})")
+                    elif ref.stat == "slope" and not fr.fit_loglog:
+                        problems.append(f"report.claims.{i}.{field}.stat: 'slope' needs fit_loglog: true on {ref.frontier!r}")
+                    elif ref.stat == "y_at_mark" and fr.mark_x is None:
+                        problems.append(f"report.claims.{i}.{field}.stat: 'y_at_mark' needs mark_x on {ref.frontier!r}")
+                elif ref.sweep not in self.sweeps:
+                    problems.append(f"report.claims.{i}.{field}.sweep: {ref.sweep!r} is not in sweeps ({sorted(self.sweeps)})")
+                elif ref.cell not in self.sweeps[ref.sweep].expand():
+                    problems.append(f"report.claims.{i}.{field}.cell: {ref.cell!r} is not a cell of {ref.sweep!r} "
+                                    f"({list(self.sweeps[ref.sweep].expand())})")
         if problems:
             raise ValueError("; ".join(problems))
         return self

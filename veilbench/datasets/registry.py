@@ -102,23 +102,33 @@ def adult_like(n_samples: int = 48842, seed: int = 0, **_: Any) -> Dataset:
 
 
 def load_file(path: str | os.PathLike | None = None, label_column: str = "label", **_: Any) -> Dataset:
-    """Load a user file: ``.npz`` with arrays ``X`` and ``y`` (no pickles), or ``.csv``/``.parquet``
-    with a numeric feature table and a label column ``label_column``."""
+    """Load a user file: ``.npz`` with arrays ``X`` and ``y`` (or Keras' ``x_train``/``y_train``/
+    ``x_test``/``y_test``; no pickles), a folder of MNIST-format IDX files
+    (:mod:`veilbench.datasets.idx`), or ``.csv``/``.parquet`` with a numeric feature table and a
+    label column ``label_column``. Images (n, h, w[, c]) are flattened to rows."""
+    from veilbench.datasets.idx import from_keras_layout, read_idx_folder
+
     if not path:
-        raise ValidationError("path: a user dataset needs path=<file.npz|.csv|.parquet>")
+        raise ValidationError("path: a user dataset needs path=<file.npz|.csv|.parquet or an IDX folder>")
     p = Path(path)
+    if p.is_dir():
+        X, y = read_idx_folder(p)
+        return _validated(p.name, X, y, f"user IDX folder {p.name}", source=str(p))
     if not p.is_file():
         raise ValidationError(f"path: file not found: {p}")
     suffix = p.suffix.lower()
     if suffix == ".npz":
         arrays = load_npz(p)
-        missing = {"X", "y"} - set(arrays)
-        if missing:
-            raise ValidationError(f"{p}: .npz must hold arrays 'X' and 'y'; missing {sorted(missing)}")
-        X = arrays["X"]
-        if X.ndim > 2:  # images (n, h, w[, c]) are flattened to rows
+        if {"X", "y"} <= set(arrays):
+            X, y = arrays["X"], arrays["y"]
+        elif "x_train" in arrays:
+            X, y = from_keras_layout(arrays, str(p))
+        else:
+            raise ValidationError(f"{p}: .npz must hold arrays 'X' and 'y' (or Keras' x_train, y_train, x_test, "
+                                  f"y_test); missing {sorted({'X', 'y'} - set(arrays))}, found {sorted(arrays)}")
+        if X.ndim > 2:
             X = X.reshape(X.shape[0], int(np.prod(X.shape[1:])))
-        return _validated(p.stem, X, arrays["y"], f"user file {p.name}", source=str(p))
+        return _validated(p.stem, X, y, f"user file {p.name}", source=str(p))
     if suffix in (".csv", ".parquet"):
         import pandas as pd
 
@@ -191,9 +201,10 @@ def load_text_file(
 def _public(name: str, openml_name: str, shape_hint: str) -> Callable[..., Dataset]:
     def load(path: str | None = None, data_home: str | None = None, **_: Any) -> Dataset:
         candidates = [Path(path)] if path else []
-        candidates.append(Path(os.environ.get("DVC_ROOT", ".")) / "data" / "raw" / f"{name}.npz")
+        raw = Path(os.environ.get("DVC_ROOT", ".")) / "data" / "raw"
+        candidates += [raw / f"{name}.npz", raw / name]  # an .npz, or a folder of IDX files
         for c in candidates:
-            if c.is_file():
+            if c.is_file() or c.is_dir():
                 ds = load_file(c)
                 return Dataset(name, ds.X, ds.y, f"{name} from {c}", {"source": str(c)})
         try:
@@ -204,7 +215,8 @@ def _public(name: str, openml_name: str, shape_hint: str) -> Callable[..., Datas
             raise ValidationError(
                 f"{name}: not available offline and the download failed ({type(exc).__name__}). "
                 f"Provide the data as an .npz with arrays X ({shape_hint}) and y (labels) at "
-                f"data/raw/{name}.npz, or pass path=<file.npz>."
+                f"data/raw/{name}.npz (or Keras' x_train/y_train/x_test/y_test, or the IDX files in "
+                f"data/raw/{name}/), or pass path=<file.npz or folder>."
             ) from None
         _, y = np.unique(bunch.target, return_inverse=True)
         return _validated(name, bunch.data, y, f"{name} from OpenML", source="openml")

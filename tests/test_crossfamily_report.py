@@ -1,0 +1,74 @@
+"""Cross-family report section on a fixture of fake cell rows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from tasks.crossfamily_report import crossfamily_section
+from veilbench.io import read_json
+
+
+def _s(mean: float, ci: float = 0.0, n: int = 3) -> dict[str, float]:
+    return {"mean": mean, "ci95": ci, "n": n}
+
+
+def _row(family: str, sweep: str, cell: str, dataset: str, link: float, util: float, chance: float = 1 / 500,
+         xfam: bool = True) -> dict:
+    summary = {"accuracy": _s(0.9)}
+    if xfam:
+        summary |= {"xfam_linkage_rate": _s(link, 0.02), "xfam_linkage_chance": _s(chance),
+                    "xfam_relative_error": _s(0.5, 0.01), "xfam_leaked_pairs": _s(50.0),
+                    "xfam_utility_balanced_accuracy": _s(util, 0.03)}
+    return {"sweep": sweep, "cell": cell, "family": family, "dataset": dataset, "method": "m", "params": {},
+            "summary": summary}
+
+
+ROWS = [
+    _row("dc", "dc-main", "obfuscation=pca", "digits", 0.81, 0.88),
+    _row("dc", "dc-main", "obfuscation=umap", "digits", 0.12, 0.91),
+    _row("anchornoise", "an", "sigma=0.5", "digits", 0.03, 0.77),
+    _row("gca", "gca", "method=gca", "digits", 0.4, 0.6, chance=1 / 300),
+    _row("scoreshield", "ss-gram", "epsilon=4.0", "digits", 0.0, 0.5, xfam=False),
+]
+
+
+def test_section_writes_table_csv_figure_and_points(tmp_path: Path) -> None:
+    lines = crossfamily_section(ROWS, tmp_path)
+    text = "\n".join(lines)
+    assert lines[0] == "## Cross-family view"
+    assert "nearest record" in text and "balanced accuracy" in text
+    assert "![Cross-family view](figures/crossfamily.png)" in text
+    table = (tmp_path / "tables" / "crossfamily.md").read_text()
+    for cell in ("obfuscation=pca", "obfuscation=umap", "sigma=0.5", "method=gca"):
+        assert cell in table and cell in text
+    assert "epsilon=4.0" not in table  # that cell emitted no xfam_* arrays
+    assert "0.81 ± 0.02" in table and "0.002" in table
+    csv = pd.read_csv(tmp_path / "tables" / "crossfamily.csv")
+    assert len(csv) == 4
+    assert sorted(csv["family"]) == ["anchornoise", "dc", "dc", "gca"]
+    assert csv.set_index("cell").loc["method=gca", "chance"] == 1 / 300
+    png = tmp_path / "figures" / "crossfamily.png"
+    assert png.stat().st_size > 10_000 and png.read_bytes()[:4] == b"\x89PNG"
+    points = read_json(tmp_path / "plots" / "crossfamily.json")
+    assert {(p["cell"], p["x"], p["y"]) for p in points} == {
+        ("obfuscation=pca", 0.81, 0.88), ("obfuscation=umap", 0.12, 0.91), ("sigma=0.5", 0.03, 0.77),
+        ("method=gca", 0.4, 0.6)}
+
+
+def test_several_datasets_get_one_table_each(tmp_path: Path) -> None:
+    rows = [*ROWS, _row("dc", "dc-fashion", "obfuscation=pca", "fashion_mnist", 0.7, 0.8)]
+    lines = crossfamily_section(rows, tmp_path)
+    assert "### digits" in lines and "### fashion_mnist" in lines
+    points = read_json(tmp_path / "plots" / "crossfamily.json")
+    assert [p["point"] for p in points if p["dataset"] == "fashion_mnist"] == [1]
+    assert (tmp_path / "figures" / "crossfamily.png").stat().st_size > 10_000
+
+
+def test_no_rows_with_arrays_says_so(tmp_path: Path) -> None:
+    lines = crossfamily_section([ROWS[-1]], tmp_path)
+    assert any("No evaluated cell emitted the cross-family arrays" in line for line in lines)
+    assert not any("figures/crossfamily.png" in line for line in lines)
+    assert pd.read_csv(tmp_path / "tables" / "crossfamily.csv").empty
+    assert read_json(tmp_path / "plots" / "crossfamily.json") == []

@@ -1,0 +1,141 @@
+"""Report features on fixtures of cell rows: log-log slopes, marked operating points, the paper vs
+ours claims table, multi-option curve names, and the schema checks of these options."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from tasks.report import claims_section, frontier_points, frontier_summary, loglog_slope, plot_frontier, y_at
+from veilbench.config import FrontierConfig, validate_config
+from veilbench.validation import ValidationError
+from tests.conftest import tiny_params
+
+
+def _row(cell: str, params: dict, **metrics: float) -> dict:
+    return {"sweep": "s", "cell": cell, "family": "f", "dataset": "d", "method": params.get("mechanism", "m"),
+            "params": params, "summary": {k: {"mean": v, "ci95": 0.01, "n": 3} for k, v in metrics.items()}}
+
+
+def test_loglog_slope_recovers_a_power_law_and_rejects_degenerate_input() -> None:
+    xs = [50.0, 100.0, 200.0, 400.0]
+    slope, se = loglog_slope(xs, [3.0 * x ** -1.5 for x in xs])
+    assert slope == pytest.approx(-1.5) and se == pytest.approx(0.0, abs=1e-9)
+    noisy = loglog_slope(xs, [x ** 2 * (1.1 if i % 2 else 0.9) for i, x in enumerate(xs)])
+    assert noisy is not None and 1.5 < noisy[0] < 2.5 and noisy[1] > 0
+    assert loglog_slope([1.0], [1.0]) is None
+    assert loglog_slope([1.0, 2.0], [0.0, 1.0]) is None, "log of a non-positive value"
+
+
+def test_y_at_interpolates_inside_and_refuses_outside() -> None:
+    curve = [{"x": 0.0, "y": 1.0}, {"x": 0.2, "y": 0.5}, {"x": 0.4, "y": 0.1}]
+    assert y_at(curve, 0.1) == pytest.approx(0.75)
+    assert y_at(curve, 0.3) == pytest.approx(0.3)
+    assert y_at(curve, 0.5) is None
+
+
+def test_frontier_summary_and_figure_show_slopes_marks_and_the_paper_value(tmp_path: Path) -> None:
+    rows = [_row(f"n={n},{m}", {"n_records": n, "mechanism": m, "adjacency": "record"},
+                 risk=(1.0 if m == "noisy" else 0.1) * n ** (2.0 if m == "noisy" else 1.0))
+            for n in (50, 100, 200) for m in ("noisy", "newton")]
+    fr = FrontierConfig(name="risk", family="f", x="param:n_records", y="risk", group_by=["mechanism", "adjacency"],
+                        log_x=True, log_y=True, fit_loglog=True, mark_x=150.0, paper_y=2.0e4, paper_label="a paper")
+    pts = frontier_points(rows, fr)
+    assert {p["group"] for p in pts} == {"noisy, record", "newton, record"}
+    text = "\n".join(frontier_summary(pts, fr))
+    assert "| noisy, record | 3 | 2.000" in text and "| newton, record | 3 | 1.000" in text
+    # at n = 150: noisy interpolates between 100² and 200²; the paper's value is labelled as the paper's
+    assert f"{(1e4 + 4e4) / 2:.4g}" in text and "paper: a paper" in text
+    png = tmp_path / "risk.png"
+    plot_frontier(pts, fr, png)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _claims_cfg(claims: list[dict]) -> object:
+    raw = tiny_params()
+    raw["report"]["claims"] = claims
+    return validate_config(raw)
+
+
+def _claim(**kw: object) -> dict:
+    base = {"family": "scoreshield", "claim": "c", "source": "spec §1", "paper": "paper says 0.9",
+            "ours": {"sweep": "ss", "cell": "epsilon=8.0", "metric": "utility_a"}, "op": ">=", "than": 0.5}
+    return {**base, **kw}
+
+
+def test_claims_table_holds_fails_and_reports_missing_runs() -> None:
+    cfg = _claims_cfg([
+        _claim(claim="holds"),
+        _claim(claim="fails", op="<", why_not="because"),
+        _claim(claim="vs cell", op=">", than={"sweep": "ss", "cell": "mechanism=clean", "metric": "utility_a"},
+               why_not="clean is better"),
+        _claim(claim="approx", op="~", than=0.62, tolerance=0.05),
+        _claim(claim="missing", ours={"sweep": "ss", "cell": "epsilon=4.0", "metric": "utility_a"}, why_not="n/a"),
+    ])
+    rows = [{**_row("epsilon=8.0", {"epsilon": 8.0}, utility_a=0.6), "sweep": "ss"},
+            {**_row("mechanism=clean", {"mechanism": "clean"}, utility_a=0.9), "sweep": "ss"}]
+    lines, records = claims_section(cfg, rows)
+    held = {r["claim"]: r["held"] for r in records}
+    assert held == {"holds": True, "fails": False, "vs cell": False, "approx": True, "missing": None}
+    why = {r["claim"]: r["why_not"] for r in records}
+    assert why["fails"] == "because" and why["holds"] == "" and why["vs cell"] == "clean is better"
+    text = "\n".join(lines)
+    assert "## Paper vs ours" in text and "paper says 0.9" in text and "not run" in text
+    assert math.isclose(next(r for r in records if r["claim"] == "vs cell")["than"], 0.9)
+
+
+@pytest.mark.parametrize("claim, message", [
+    (_claim(ours={"sweep": "nope", "cell": "x", "metric": "m"}), "report.claims.0.ours.sweep"),
+    (_claim(ours={"sweep": "ss", "cell": "epsilon=99.0", "metric": "m"}), "report.claims.0.ours.cell"),
+    (_claim(than={"sweep": "ss", "cell": "bad", "metric": "m"}), "report.claims.0.than.cell"),
+    (_claim(op="=="), "report.claims.0.op"),
+    (_claim(tolerance=-1.0), "report.claims.0.tolerance"),
+])
+def test_bad_claims_are_rejected_naming_the_field(claim: dict, message: str) -> None:
+    with pytest.raises(ValidationError, match=message.replace(".", r"\.")):
+        _claims_cfg([claim])
+
+
+def test_paper_value_needs_a_marked_x() -> None:
+    raw = tiny_params()
+    raw["report"]["frontiers"][0]["paper_y"] = 0.5
+    with pytest.raises(ValidationError, match="paper_y"):
+        validate_config(raw)
+
+
+def test_claims_read_frontier_slopes_marks_and_scale_by_a_factor() -> None:
+    raw = tiny_params()
+    raw["report"]["frontiers"].append({"name": "risk", "family": "scoreshield", "x": "param:n", "y": "risk",
+                                       "group_by": "mechanism", "fit_loglog": True, "mark_x": 150.0})
+    raw["report"]["claims"] = [
+        _claim(claim="noisy cubic", ours={"frontier": "risk", "curve": "noisy", "stat": "slope"}, op="~", than=3.0,
+               tolerance=0.1),
+        _claim(claim="projection flatter", ours={"frontier": "risk", "curve": "newton", "stat": "slope"}, op="<",
+               than={"frontier": "risk", "curve": "noisy", "stat": "slope"}),
+        _claim(claim="at the mark", ours={"frontier": "risk", "curve": "newton", "stat": "y_at_mark"}, op="<=",
+               than={"frontier": "risk", "curve": "noisy", "stat": "y_at_mark"}, factor=0.01),
+        _claim(claim="factor fails", ours={"frontier": "risk", "curve": "newton", "stat": "y_at_mark"}, op="<=",
+               than={"frontier": "risk", "curve": "noisy", "stat": "y_at_mark"}, factor=0.0001),
+    ]
+    cfg = validate_config(raw)
+    rows = [{**_row(f"n={n},{m}", {"n": n, "mechanism": m}, risk=(n ** 3 if m == "noisy" else n ** 2)), "family": "scoreshield"}
+            for n in (50, 100, 200) for m in ("noisy", "newton")]
+    _, records = claims_section(cfg, rows)
+    got = {r["claim"]: r for r in records}
+    assert got["noisy cubic"]["held"] is True and got["noisy cubic"]["ours"] == pytest.approx(3.0)
+    assert got["projection flatter"]["held"] is True
+    # newton at n=150: (100² + 200²)/2 = 25 000; noisy: (100³ + 200³)/2 = 4.5e6; 0.01 × that = 45 000
+    assert got["at the mark"]["ours"] == pytest.approx(25_000) and got["at the mark"]["held"] is True
+    assert got["factor fails"]["held"] is False
+
+
+@pytest.mark.parametrize("ref, message", [
+    ({"frontier": "nope", "curve": "c", "stat": "slope"}, "report.claims.0.ours.frontier"),
+    ({"frontier": "ss-frontier", "curve": "c", "stat": "slope"}, "needs fit_loglog"),
+    ({"frontier": "ss-frontier", "curve": "c", "stat": "y_at_mark"}, "needs mark_x"),
+])
+def test_frontier_references_are_checked(ref: dict, message: str) -> None:
+    with pytest.raises(ValidationError, match=message):
+        _claims_cfg([_claim(ours=ref)])
