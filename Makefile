@@ -25,7 +25,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q --upgrade pip
 	# torch first, pinned: an unpinned torch pulls a multi-GB CUDA build.
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e ".[test,text,ratings]"
+	$(BIN)/python -m pip install -q -e ".[test,text,ratings,flower]"
 	# warm numba's cache once (the first `import umap` compiles for ~50 s)
 	$(BIN)/python -c "import umap" 2>/dev/null || true
 	touch $(STAMP)

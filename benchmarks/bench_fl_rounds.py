@@ -4,7 +4,12 @@ Engines:
 * ``sequential``: :func:`veilbench.gca.simulator.run_parameter_sharing`, clients trained one after
   another (one ``nn.Module`` forward/backward per client mini-batch);
 * ``veilbench``: :func:`veilbench.gca.vectorized.run_parameter_sharing_vectorized`, all clients'
-  mini-batches in one batched product per layer (same trajectory for the same seed).
+  mini-batches in one batched product per layer (same trajectory for the same seed);
+* ``flower``: :func:`veilbench.gca.flower_app.run_flower_simulation`, Flower's simulation (Ray
+  backend, one client worker: clients one after another, like ``sequential``) with Flower's
+  ``FedAvg`` strategy. Needs the optional ``flwr`` extra (run from the Flower environment); without
+  it the row is left out and the JSON says so. Its warm-up is a first identical FedAvg run inside
+  the same simulation (Ray start, worker imports); the row times the second run's rounds only.
 
 Data: a synthetic "Adult-scale" one-class set (spec §12.1 SYN): normals from an 8-component
 Gaussian mixture in 5-d pushed through a fixed random tanh MLP to 14-d plus noise; anomalies
@@ -78,6 +83,11 @@ def main(argv: list[str] | None = None) -> dict:
     from veilbench.gca.vectorized import run_parameter_sharing_vectorized
 
     torch.set_num_threads(1)
+    try:
+        from veilbench.gca.flower_app import run_flower_simulation
+        import flwr  # noqa: F401
+    except ImportError:
+        run_flower_simulation = None
     clients = 20
     per_client, rounds, epochs = (100, 2, 2) if args.quick else (1_250, 5, 10)
     fed = build_federation(clients, per_client, seed=100)
@@ -93,10 +103,22 @@ def main(argv: list[str] | None = None) -> dict:
             rows.append({"engine": engine, "protocol": protocol, "clients": clients,
                          "rounds_per_second": rounds / elapsed, "final_accuracy": float(result.accuracy[-1])})
             print(f"{engine:>10} {protocol}: {rounds / elapsed:.3f} rounds/s, final accuracy {result.accuracy[-1]:.4f}")
+        if run_flower_simulation is not None:
+            start = time.perf_counter()
+            _, timed = run_flower_simulation([protocol, protocol], fed, cfg, 100)
+            total = time.perf_counter() - start
+            rows.append({"engine": "flower", "protocol": protocol, "clients": clients,
+                         "rounds_per_second": rounds / timed.seconds, "final_accuracy": float(timed.accuracy[-1]),
+                         "wall_seconds_including_startup": total})
+            print(f"{'flower':>10} {protocol}: {rounds / timed.seconds:.3f} rounds/s, final accuracy "
+                  f"{timed.accuracy[-1]:.4f} ({total:.1f} s with Ray start and warm-up run)")
     report = {"benchmark": "fl_rounds", "rows": rows,
               "config": {"quick": args.quick, "records_per_client": per_client, "rounds": rounds,
                          "local_epochs": epochs, "batch_size": cfg.batch_size, "threads": 1,
-                         "model": "tabular AE 14-256-64-16 mirrored"}}
+                         "model": "tabular AE 14-256-64-16 mirrored",
+                         "flower": ("flwr " + __import__("flwr").__version__ + ", Ray backend, 1 client worker"
+                                    if run_flower_simulation is not None else "not installed: no flower row"),
+                         "load_average_1min": os.getloadavg()[0]}}
     write_json(args.out, report)
     return report
 

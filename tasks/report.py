@@ -217,6 +217,13 @@ def plot_frontier(points: list[dict[str, Any]], fr: FrontierConfig, path: Path) 
     ax.set_title(fr.name)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
+    save_figure(fig, path)
+
+
+def save_figure(fig: Any, path: Path) -> None:
+    """Write a matplotlib figure as PNG atomically (temporary file, then rename) and close it."""
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp.png")

@@ -53,16 +53,21 @@ def _digest(path: Path) -> str:
 #: Library code a family stage may run, relative to the repo root; its digest is part of every
 #: input key, so a code change recomputes cells (the same paths are the stage deps in dvc.yaml).
 SHARED_CODE = ("veilbench/privacy", "veilbench/metrics", "veilbench/linalg", "veilbench/families", "veilbench/embed",
-               "veilbench/validation.py", "veilbench/io.py", "veilbench/crossfamily.py", "tasks/sweep.py")
+               "veilbench/validation.py", "veilbench/io.py", "tasks/sweep.py")
 
 
-def code_digest(family: str) -> str:
-    """SHA-256 over the source files of ``veilbench/<family>`` and :data:`SHARED_CODE`."""
+#: Code only the evaluate stage runs (the cross-family attack and utility): part of evaluate keys only.
+EVALUATE_CODE = ("veilbench/crossfamily.py",)
+
+
+def code_digest(family: str, stage: str = "release") -> str:
+    """SHA-256 over the source files of ``veilbench/<family>`` and :data:`SHARED_CODE` (plus
+    :data:`EVALUATE_CODE` for the evaluate stage)."""
     import veilbench
 
     lib_root = Path(veilbench.__file__).resolve().parents[1]
     h = hashlib.sha256()
-    for rel in (f"veilbench/{family}", *SHARED_CODE):
+    for rel in (f"veilbench/{family}", *SHARED_CODE, *(EVALUATE_CODE if stage == "evaluate" else ())):
         p = lib_root / rel
         files = sorted(p.rglob("*.py")) if p.is_dir() else [p]
         for f in files:
@@ -152,7 +157,7 @@ def run_cell(stage: str, sweep: str, cell: str, params_path: str | Path | None =
     fparams = ctx.family.Params(**options)
     base_dirs = {"prepare": prepare_dir(root, ecfg.dataset), "embed": embed_dir(root, scfg.embedding)}
     in_dirs = {s: sweep_dir(root, s, sweep) / cell for s in CELL_STAGES[: CELL_STAGES.index(stage)]}
-    key_material = {"code": code_digest(scfg.family), "family": scfg.family, "options": fparams.model_dump(),
+    key_material = {"code": code_digest(scfg.family, stage), "family": scfg.family, "options": fparams.model_dump(),
                     "seeds": scfg.seeds, "stage": stage,
                     "inputs": {s: _digest(d / ARRAYS) for s, d in {**base_dirs, **in_dirs}.items()}}
     input_key = hashlib.sha256(json.dumps(key_material, sort_keys=True, default=str).encode()).hexdigest()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -129,9 +131,10 @@ def test_crossfamily_metrics_keys_values_and_determinism() -> None:
     arrays = _arrays()
     m = crossfamily_metrics(arrays, seed=0)
     assert set(m) == {"xfam_linkage_rate", "xfam_linkage_chance", "xfam_relative_error", "xfam_leaked_pairs",
-                      "xfam_utility_balanced_accuracy"}
+                      "xfam_attacked_rows", "xfam_utility_balanced_accuracy"}
     assert m["xfam_linkage_rate"] == 1.0
     assert m["xfam_leaked_pairs"] == 30.0
+    assert m["xfam_attacked_rows"] == arrays["xfam_attack_rep"].shape[0] - 30
     assert m["xfam_utility_balanced_accuracy"] > 0.9
     assert crossfamily_metrics(arrays, seed=0) == m
 
@@ -180,3 +183,10 @@ def test_pool_dimension_mismatch_and_bad_leak_fraction() -> None:
 
 def test_protocol_names_all_eight_arrays() -> None:
     assert len(ARRAYS) == 8 and all(a.startswith("xfam_") for a in ARRAYS)
+
+
+def test_a_leak_that_leaves_one_record_gives_an_undefined_error_not_a_crash() -> None:
+    pool = _records()[:8]
+    rep = pool @ np.random.default_rng(3).normal(size=(P, P))  # k + 1 = 7 of 8 records leak
+    res = leaked_pair_linkage(rep, np.zeros(8, dtype=np.int64), np.arange(8), pool, seed=0)
+    assert res.n_attacked == 1 and math.isnan(res.relative_error) and res.rate in (0.0, 1.0)

@@ -130,3 +130,12 @@ def test_prepare_dataset_split_is_stratified_and_disjoint() -> None:
     rows_train = {r.tobytes() for r in prep.X_train}
     assert sum(r.tobytes() in rows_train for r in prep.X_test) <= 5  # digits has a few exact duplicates
     assert set(np.unique(prep.party_train)) == set(range(5))
+
+
+def test_a_test_split_too_small_for_every_class_names_test_size() -> None:
+    from veilbench.datasets import load_dataset, prepare_dataset
+
+    data = load_dataset("paraphrases")
+    with pytest.raises(ValidationError, match=r"test_size: a stratified split of 48 records in 12 classes"):
+        prepare_dataset(data, test_size=0.1)
+    assert prepare_dataset(data, test_size=0.25).X_test.shape[0] == 12

@@ -198,7 +198,9 @@ def leaked_pair_linkage(
     return LeakedPairLinkage(
         rate=link.rate,
         chance=1.0 / n_unique,
-        relative_error=relative_reconstruction_error(recon[attacked], pl[index[attacked]]),
+        # undefined (NaN) when fewer than two distinct records are attacked (the leak took the rest)
+        relative_error=(relative_reconstruction_error(recon[attacked], pl[index[attacked]])
+                        if np.unique(index[attacked]).size >= 2 else float("nan")),
         n_leaked=int(leaked.sum()),
         n_attacked=int(attacked.sum()),
         leaked_per_group=per_group,
@@ -233,8 +235,8 @@ def crossfamily_metrics(
 ) -> dict[str, float]:
     """The cross-family metrics of one seed from its merged stage arrays.
 
-    Returns ``xfam_linkage_rate``, ``xfam_linkage_chance``, ``xfam_relative_error``,
-    ``xfam_leaked_pairs`` and ``xfam_utility_balanced_accuracy``; an empty dict when no ``xfam_*``
+    Returns ``xfam_linkage_rate``, ``xfam_linkage_chance``, ``xfam_relative_error`` (NaN when fewer
+    than two distinct records are left to attack), ``xfam_leaked_pairs``, ``xfam_attacked_rows`` and ``xfam_utility_balanced_accuracy``; an empty dict when no ``xfam_*``
     array is present. Raises :class:`ValidationError` naming the array when some are missing or
     they are inconsistent (shapes, indices out of range, NaN/inf).
     """
@@ -254,5 +256,6 @@ def crossfamily_metrics(
         "xfam_linkage_chance": link.chance,
         "xfam_relative_error": link.relative_error,
         "xfam_leaked_pairs": float(link.n_leaked),
+        "xfam_attacked_rows": float(link.n_attacked),
         "xfam_utility_balanced_accuracy": utility,
     }

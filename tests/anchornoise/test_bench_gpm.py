@@ -19,7 +19,7 @@ def test_quick_benchmark_schema(tmp_path):
         check=True, cwd=ROOT, env=env, capture_output=True, timeout=120,
     )
     report = json.loads(out.read_text())
-    assert report["benchmark"] == "gpm"
+    assert report["benchmark"] == "gpm" and report["mode"] == "quick"
     rows = report["rows"]
     assert rows and all(set(r) == {"solver", "m", "r", "d", "v", "iterations", "seconds", "objective"} for r in rows)
     assert {r["solver"] for r in rows} == {"gpm", "alternating"}
@@ -28,3 +28,23 @@ def test_quick_benchmark_schema(tmp_path):
         assert (g["solver"], a["solver"]) == ("gpm", "alternating")
         assert (g["m"], g["r"], g["d"], g["v"]) == (a["m"], a["r"], a["d"], a["v"])
         assert g["iterations"] >= 1 and g["seconds"] >= 0 and g["objective"] > 0
+    summary = report["summary"]
+    assert summary["cells"] == len(rows) // 2 == len(summary["per_cell"])
+    for cell, g, a in zip(summary["per_cell"], rows[::2], rows[1::2], strict=True):
+        assert cell["fewer_iterations"] == (g["iterations"] < a["iterations"])
+        assert cell["same_or_better_objective"] == (g["objective"] >= a["objective"] * (1 - 1e-9))
+    assert summary["both"] == sum(c["fewer_iterations"] and c["same_or_better_objective"] for c in summary["per_cell"])
+
+
+def test_summary_flags_a_worse_objective_and_more_iterations():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from bench_gpm import summarize
+
+    def row(solver, it, f):
+        return dict(solver=solver, m=2, r=10, d=3, v=1.0, iterations=it, seconds=0.1, objective=f)
+
+    s = summarize([row("gpm", 5, 99.0), row("alternating", 1, 100.0)])
+    assert s["per_cell"][0]["objective_relative_gain"] == -0.01
+    assert (s["same_or_better_objective"], s["fewer_iterations"], s["both"]) == (0, 0, 0)
+    s = summarize([row("gpm", 2, 100.0), row("alternating", 3, 100.0 + 1e-8)])
+    assert (s["same_or_better_objective"], s["fewer_iterations"], s["both"]) == (1, 1, 1)

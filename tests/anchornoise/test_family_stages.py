@@ -117,6 +117,9 @@ def test_data_noise_protocols_and_unaligned_control(digits_inputs):
         (dict(n_colluders=0), "n_colluders"),
         (dict(gpm_tol=0.0), "gpm_tol"),
         (dict(epsilon=1.0), "epsilon"),
+        (dict(n_participants=1), "n_participants"),
+        (dict(records_per_participant=0), "records_per_participant"),
+        (dict(max_dim=0), "max_dim"),
     ],
 )
 def test_bad_params(options, field):
@@ -126,7 +129,12 @@ def test_bad_params(options, field):
 
 @pytest.mark.parametrize(
     "options, stage, field",
-    [(dict(r=64), "release", "r"), (dict(n_colluders=4), "attack", "colluders")],
+    [
+        (dict(r=64), "release", "r"),
+        (dict(r=40, max_dim=40), "release", "r"),
+        (dict(n_colluders=4), "attack", "colluders"),
+        (dict(n_participants=6, records_per_participant=100), "release", "n_participants"),
+    ],
 )
 def test_cells_that_cannot_run_fail_with_the_field(digits_inputs, options, stage, field):
     params = F.Params(**options)
@@ -150,3 +158,46 @@ def test_stages_round_trip_through_stage_files(digits_inputs, tmp_path):
     in_memory, _ = run_cell(digits_inputs, seed=3, v=0.5, r=100)
     assert manifest["metrics"] == pytest.approx(in_memory["evaluate"].metrics)
     assert manifest["info"]["test_protocol"] == "noisy"
+
+
+def test_redealt_participants_reduced_dimension_and_cross_family_arrays(digits_inputs):
+    """n_participants / records_per_participant / max_dim reach every stage; xfam_* arrays are consistent."""
+    outs, _ = run_cell(digits_inputs, mechanism="dc", r=40, n_participants=3, records_per_participant=60, max_dim=12)
+    rel, integ, m = outs["release"].arrays, outs["integrate"].arrays, outs["evaluate"].metrics
+    assert m["participants"] == 3.0 and np.bincount(rel["party_index_train"]).tolist() == [60, 60, 60]
+    assert outs["release"].info["d"] == 12 and rel["Y_train"].shape == (180, 12)
+    assert m["n_pool"] == 120 and m["privacy_linkage_max"] == 1.0  # 2 non-colluders × 60; DC is exactly inverted
+    names = ("xfam_attack_rep", "xfam_attack_group", "xfam_attack_index", "xfam_pool")
+    rep, group, index, pool = (rel[k] for k in names)
+    assert rep.dtype == pool.dtype == np.float64 and group.dtype == index.dtype == np.int64
+    assert rep.shape == (180, 12) and group.shape == index.shape == (180,) and pool.shape == (180, 12)
+    assert set(group.tolist()) == {0, 1, 2} and index.min() >= 0 and index.max() < pool.shape[0]
+    for i in range(3):  # each row is participant i's upload Y = X O_i + 1Ψ_iᵀ of pool row index
+        rows = group == i
+        assert np.allclose((rep[rows] - rel["private_Psi"][i]) @ rel["private_O"][i].T, pool[index[rows]])
+    # the pool rows are the chosen training records projected on the top-12 principal axes
+    z = digits_inputs["embed"]["Z_train"]
+    zc = z - z.mean(axis=0)
+    top12 = zc[rel["train_rows"]] @ np.linalg.svd(zc)[2][:12].T
+    assert np.allclose(np.abs(pool), np.abs(top12))  # equal up to the sign of each principal axis
+    ut = {k[len("xfam_utility_"):]: v for k, v in integ.items() if k.startswith("xfam_utility_")}
+    assert set(ut) == {"rep_train", "y_train", "rep_test", "y_test"}
+    assert ut["rep_train"].shape == (180, 12) and ut["rep_test"].shape == (200, 12)
+    assert ut["y_train"].shape == (180,) and ut["y_test"].shape == (200,)
+    assert ut["y_train"].dtype == ut["y_test"].dtype == np.int64 and ut["rep_test"].dtype == np.float64
+    labels = digits_inputs["prepare"]["y_train"][rel["train_rows"]]
+    assert np.array_equal(ut["y_train"], labels)  # digits: codes 0 … 9 = the labels
+    assert np.array_equal(ut["rep_train"], integ["Yhat_train"])
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_data_noise_cells_report_the_equivalence_statistic(digits_inputs):
+    outs, _ = run_cell(digits_inputs, mechanism="aa_data_noise", sigma=0.5, r=100)
+    m = outs["evaluate"].metrics
+    assert m["equivalence_sigma_squared"] == 0.25
+    n, d = digits_inputs["embed"]["Z_train"].shape
+    expected = 0.25 * (1 - d * (d + 1) / 2 / (n * d))  # σ² less the rigid fit's d(d−1)/2 + d degrees of freedom
+    for kind in ("aa", "cgdp"):
+        assert m[f"equivalence_residual_variance_{kind}"] == pytest.approx(expected, rel=0.03)
+    assert m["equivalence_ks_pvalue"] > 1e-3 and 0 <= m["equivalence_ks_statistic"] < 0.05
+    assert not any(k.startswith("equivalence_") for k in run_cell(digits_inputs, v=0.5, r=100)[0]["evaluate"].metrics)

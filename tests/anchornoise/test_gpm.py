@@ -13,10 +13,13 @@ from veilbench.anchornoise.gpm import (
     certificate,
     objective,
     polar_step,
+    power_iterations,
     random_init,
     rotation_error,
+    spectral_init,
     template,
 )
+from veilbench.anchornoise.studies import synthetic_anchor_uploads
 from veilbench.linalg.procrustes import haar_orthogonal
 from veilbench.validation import ValidationError
 
@@ -134,3 +137,31 @@ def test_objective_matches_quadratic_form(release_factory):
 def test_bad_solver_inputs(est, B, field):
     with pytest.raises(ValidationError, match=rf"^{field}:"):
         est.fit(B)
+
+
+@pytest.mark.parametrize("v_rel", [0.0, 0.07, 0.14, 0.3, 1.0])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_two_participants_are_solved_exactly(v_rel, seed):
+    r, d = 40, 5
+    B, _, _ = synthetic_anchor_uploads(2, r, d, v_rel * np.sqrt(r), seed)
+    Bbar, _ = center_anchors(B)
+    # f* = ‖B̄₁‖² + ‖B̄₂‖² + 2‖B̄₁ᵀB̄₂‖_* (von Neumann), computed without any solver
+    f_star = np.sum(Bbar**2) + 2 * np.linalg.norm(Bbar[0].T @ Bbar[1], "nuc")
+    gpm = GeneralizedPowerMethod().fit(B)
+    assert gpm.n_iter_ == 0 and gpm.converged_ and gpm.objective_trace_.shape == (1,)
+    assert gpm.objective_trace_[-1] == pytest.approx(f_star, rel=1e-10)
+    assert gpm.certified_
+    alt = AlternatingProcrustes().fit(B)
+    assert gpm.objective_trace_[-1] >= alt.objective_trace_[-1] * (1 - 1e-12)
+
+
+def test_two_participant_iteration_can_stall_in_the_wrong_reflection_component():
+    # the benchmark cell (m, r, d, v/s_A) = (2, 100, 16, 0.14) that motivated the closed form
+    B, _, _ = synthetic_anchor_uploads(2, 100, 16, 0.14 * np.sqrt(100), 0)
+    Bbar, _ = center_anchors(B)
+    R, trace, _, _ = power_iterations(Bbar, spectral_init(Bbar), 1e-10, 1e-8, 500)
+    exact = GeneralizedPowerMethod().fit(B)
+    assert trace[-1] < exact.objective_trace_[-1] * (1 - 1e-4)
+    assert certificate(Bbar, R) < -1e-3
+    sign = np.linalg.det(R[1] @ R[0].T) * np.linalg.det(exact.rotations_[1] @ exact.rotations_[0].T)
+    assert sign == pytest.approx(-1.0)

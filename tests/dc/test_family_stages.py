@@ -9,6 +9,7 @@ import pytest
 from pydantic import ValidationError as PydanticValidationError
 
 from veilbench.dc import family
+from veilbench.dc.obfuscation import make_obfuscator, party_seed
 from veilbench.families.base import STAGES
 
 from .conftest import make_inputs
@@ -122,3 +123,88 @@ def test_target_party_out_of_range_is_rejected(digits_inputs):
     state["release"] = family.release(state, params, 0).arrays
     with pytest.raises(ValueError, match="target_party"):
         family.attack(state, params, 0)
+
+
+def test_n_parties_reallocates_into_k_parties_end_to_end(digits_inputs):
+    """The dataset has 4 parties; n_parties = 6 re-allocates disjoint non-source records (spec §1.1)."""
+    params = family.Params(**FAST, n_parties=6, n_per_party=25, method="lki")
+    state = dict(digits_inputs)
+    rel = family.release(state, params, seed=1).arrays
+    assert np.bincount(rel["party"]).tolist() == [25] * 6
+    assert np.unique(rel["record_index"]).size == 150
+    assert np.intersect1d(rel["record_index"], rel["source_index"]).size == 0
+    assert rel["ir_anchor"].shape[0] == 6 and rel["ir_test"].shape[0] == 6
+    state["release"] = rel
+    out = family.integrate(state, params, seed=1).arrays
+    assert out["collab_test"].shape[0] == 6
+    with pytest.raises(ValueError, match="n_parties"):
+        family.release(digits_inputs, family.Params(**FAST, n_parties=20, n_per_party=25), seed=1)
+
+
+def test_central_and_local_cells_match_the_references_of_an_integrating_cell(digits_inputs):
+    """Same seed ⇒ same records: a central/local cell's utility equals the integrating cell's reference."""
+    shared = {**FAST, "n_parties": 3, "n_per_party": 30}
+    lki = run_cell(digits_inputs, family.Params(**shared, method="lki"), seed=2)
+    central = run_cell(digits_inputs, family.Params(**shared, method="central"), seed=2)
+    local = run_cell(digits_inputs, family.Params(**shared, method="local"), seed=2)
+    assert central["utility_accuracy"] == lki["utility_accuracy_central"]
+    assert local["utility_accuracy"] == lki["utility_accuracy_local"]
+    # Central shares the raw records: the "reconstruction" is exact and links every target
+    assert central["privacy_reconstruction_mse"] == 0.0
+    assert central["privacy_linkage_rate"] == 1.0
+    assert central["privacy_reconstruction_accuracy_best"] > lki["privacy_reconstruction_accuracy_best"]
+    assert not any(name.startswith("privacy_") for name in local)
+
+
+def test_cross_family_arrays_have_the_protocol_shapes(digits_inputs):
+    params = family.Params(**FAST, n_parties=3, n_per_party=30, d_tilde=8, method="nki")
+    state = dict(digits_inputs)
+    rel = family.release(state, params, seed=0).arrays
+    state["release"] = rel
+    integ = family.integrate(state, params, seed=0).arrays
+    n_r, p = 90, digits_inputs["prepare"]["X_train"].shape[1]
+    m = digits_inputs["prepare"]["X_test"].shape[0]
+    expected = {
+        "xfam_attack_rep": ((n_r, 8), np.float64), "xfam_attack_group": ((n_r,), np.int64),
+        "xfam_attack_index": ((n_r,), np.int64), "xfam_pool": ((n_r, p), np.float64),
+    }
+    expected_integ = {
+        "xfam_utility_rep_train": ((n_r, 8), np.float64), "xfam_utility_y_train": ((n_r,), np.int64),
+        "xfam_utility_rep_test": ((3 * m, 8), np.float64), "xfam_utility_y_test": ((3 * m,), np.int64),
+    }
+    for arrays, spec in ((rel, expected), (integ, expected_integ)):
+        for name, (shape, dtype) in spec.items():
+            assert arrays[name].shape == shape and arrays[name].dtype == dtype, name
+    # each rep row is its party's f_k (PCA fitted on that party's records) of the pool row it indexes
+    for k in range(3):
+        rows = rel["xfam_attack_group"] == k
+        pool = rel["xfam_pool"][rel["xfam_attack_index"][rows]]
+        f_k = make_obfuscator("pca", 8, pool.shape[0], p, party_seed(0, k))
+        np.testing.assert_allclose(f_k.fit_transform(pool), rel["xfam_attack_rep"][rows], atol=1e-10)
+    np.testing.assert_array_equal(integ["xfam_utility_y_test"][:m], digits_inputs["prepare"]["y_test"])
+    np.testing.assert_array_equal(integ["xfam_utility_rep_test"][m : 2 * m], integ["collab_test"][1])
+
+
+def test_variant_names_the_paper_roster_and_is_dumped():
+    cases = {
+        ("nki", "tsl", True): "NKI+TSL+Center", ("nki", "gl", False): "NKI+GL", ("nki", "none", False): "NKI",
+        ("lki", "none", False): "LKI", ("central", "none", False): "Central", ("local", "none", False): "Local",
+    }
+    for (method, graph, center), name in cases.items():
+        params = family.Params(method=method, graph=graph, center=center)
+        assert params.variant == name
+        assert params.model_dump()["variant"] == name
+
+
+def test_no_attacks_and_no_references_skip_those_metrics(digits_inputs):
+    metrics = run_cell(digits_inputs, family.Params(**{**FAST, "attacks": ()}, references=False, method="lki"), 0)
+    assert set(metrics) == {"utility_accuracy"}
+    central = run_cell(digits_inputs, family.Params(**{**FAST, "attacks": ()}, references=False, method="central"), 0)
+    assert set(central) == {"utility_accuracy", "utility_accuracy_central"}
+
+
+def test_baselines_record_no_obfuscation_and_others_need_one():
+    assert family.Params(method="central", obfuscation="kpca").obfuscation is None
+    assert family.Params(method="local").model_dump()["obfuscation"] is None
+    with pytest.raises(PydanticValidationError, match="obfuscation"):
+        family.Params(method="lki", obfuscation=None)

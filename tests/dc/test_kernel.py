@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -105,3 +107,14 @@ def test_median_gamma_is_per_party_and_scale_aware():
     reps = anchor_reps(8)
     nki = NKI(gamma="median").fit([reps[0], 10.0 * reps[0]])
     assert nki.gammas_[0] == pytest.approx(100.0 * nki.gammas_[1])
+
+
+def test_fit_records_the_table1_step_times():
+    rng = np.random.default_rng(3)
+    reps = [rng.normal(size=(60, 4)) for _ in range(2)]
+    t0 = time.process_time()
+    nki = NKI(graph="gl").fit(reps)
+    total = time.process_time() - t0
+    assert list(nki.step_seconds_) == ["kernel", "inverse", "graph", "eigen", "gamma"]
+    assert all(v >= 0 for v in nki.step_seconds_.values())
+    assert sum(nki.step_seconds_.values()) <= total

@@ -26,3 +26,20 @@ def tiny_federation(sizes=(30, 30, 30), seed: int = 0, d: int = 6):
     x_test = np.vstack([normal[cuts[-1] :], anom])
     y_test = np.r_[np.zeros(normal.shape[0] - cuts[-1]), np.ones(anom.shape[0])].astype(np.int64)
     return Federation(clients, x_test, y_test, AESpec("mlp", d))
+
+
+def digits_stage_inputs(n: int, seed: int) -> dict:
+    """Stage inputs (``prepare`` and ``embed``) from digits of classes 0, 1 and 7: the first ``n``
+    shuffled records train (3 parties at random), the rest test; Z standardised on the train rows."""
+    from sklearn.datasets import load_digits
+
+    x, y = load_digits(return_X_y=True)
+    keep = np.isin(y, [0, 1, 7])
+    x, y = x[keep], y[keep]
+    rng = np.random.default_rng(seed)
+    perm = rng.permutation(len(y))
+    x, y = x[perm], y[perm]
+    mu, sd = x[:n].mean(0), x[:n].std(0) + 1e-9
+    prepare = {"X_train": x[:n], "y_train": y[:n], "party_train": rng.integers(0, 3, n),
+               "X_test": x[n:], "y_test": y[n:]}
+    return {"prepare": prepare, "embed": {"Z_train": (x[:n] - mu) / sd, "Z_test": (x[n:] - mu) / sd}}

@@ -4,6 +4,7 @@ import numpy as np
 import pydantic
 import pytest
 
+from tests.gca.helpers import digits_stage_inputs
 from veilbench.gca import family as F
 
 STAGES = ("release", "integrate", "attack", "evaluate")
@@ -12,20 +13,7 @@ TINY = dict(rounds=3, attack_starts=4, attack_max_steps=30, surrogate_max_epochs
 
 @pytest.fixture(scope="module")
 def digits_inputs():
-    from sklearn.datasets import load_digits
-
-    x, y = load_digits(return_X_y=True)
-    keep = np.isin(y, [0, 1, 7])
-    x, y = x[keep], y[keep]
-    rng = np.random.default_rng(0)
-    perm = rng.permutation(len(y))
-    x, y = x[perm], y[perm]
-    n = 360
-    mu, sd = x[:n].mean(0), x[:n].std(0) + 1e-9
-    prepare = {"X_train": x[:n], "y_train": y[:n], "party_train": rng.integers(0, 3, n),
-               "X_test": x[n:], "y_test": y[n:]}
-    embed = {"Z_train": (x[:n] - mu) / sd, "Z_test": (x[n:] - mu) / sd}
-    return {"prepare": prepare, "embed": embed}
+    return digits_stage_inputs(360, seed=0)
 
 
 def _run(inputs, params, seed):

@@ -201,3 +201,21 @@ def test_index_tiebreak_pitfall_on_clipped_release(tiny_inputs):
         assert out["integrate"].info["boundary_tie_fraction"] > 0.9
     assert picks["index"].max() < 60  # 240 gallery rows, but only the lowest indices are ever returned
     assert np.unique(picks["random"]).size > 150
+
+
+def test_gram_risk_metrics(tiny_inputs):
+    """Unnormalised ‖Ĝ − G‖_F², the naive expectation σ²n(n + 1)/2 and the spec's per-mechanism prediction."""
+    n = 40
+    res = {mech: run_cell(tiny_inputs, gram_params(mech, epsilon=2.0, adjacency="record"), seed=1)
+           for mech in ("noisy", "newton", "aap", "clean")}
+    m = {mech: out["evaluate"].metrics for mech, out in res.items()}
+    sigma = res["noisy"]["release"].metrics["release_sigma"]
+    for mech in ("noisy", "newton", "aap"):
+        assert m[mech]["risk_frobenius_sq"] == pytest.approx(m[mech]["utility_gram_mse"] * n * n)
+        assert m[mech]["risk_noisy_expected_frobenius_sq"] == pytest.approx(sigma**2 * n * (n + 1) / 2)
+    assert m["noisy"]["risk_frobenius_sq"] == pytest.approx(m["noisy"]["risk_noisy_expected_frobenius_sq"], rel=0.2)
+    assert m["noisy"]["risk_predicted_frobenius_sq"] == m["noisy"]["risk_noisy_expected_frobenius_sq"]
+    assert m["newton"]["risk_predicted_frobenius_sq"] == pytest.approx(2 * math.sqrt(2) * sigma * n**1.5)
+    assert m["newton"]["risk_frobenius_sq"] < m["noisy"]["risk_frobenius_sq"]
+    assert "risk_predicted_frobenius_sq" not in m["aap"]  # AAP is not the metric projection
+    assert m["clean"]["risk_frobenius_sq"] == 0.0 and "risk_noisy_expected_frobenius_sq" not in m["clean"]

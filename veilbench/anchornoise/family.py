@@ -6,9 +6,13 @@ source). Assumptions (spec [assume] items, all configurable through :class:`Para
 
 * mechanisms (``Params.mechanism``): ``cgdp``, ``igdp`` (σ optional), ``dc`` (no noise),
   ``aa_data_noise`` (σ), ``aa_anchor_noise`` (v), the rows of the spec §3 table;
-* features are the generic ``embed`` output ``Z_train``/``Z_test`` (standardised or PCA), d = k;
-* participants are the ``prepare`` parties; test records are dealt round-robin to participants
-  after a seeded permutation and go through their participant's (O_i, Ψ_i) and alignment map;
+* features are the generic ``embed`` output ``Z_train``/``Z_test`` (standardised or PCA), d = k,
+  optionally reduced to ``max_dim`` principal axes (a public PCA, spec §2;
+  :mod:`~veilbench.anchornoise.participants`);
+* participants are the ``prepare`` parties, or with ``n_participants`` a seeded re-deal of the
+  training records (``records_per_participant`` fixes n_i); test records are dealt round-robin to
+  participants after a seeded permutation and go through their participant's (O_i, Ψ_i) and
+  alignment map;
 * anchor A: centered, orthogonal columns of norm s_A = √r (``anchor_scale="sqrt_r"``), r = 200;
   Ψ_i ~ N(0, 5² I); Haar O_i; each participant's randomness is its own stream;
 * alignment: anchor centering then the GPM (spectral start, full template, relative objective
@@ -20,7 +24,19 @@ source). Assumptions (spec [assume] items, all configurable through :class:`Para
   per-target relative reconstruction error averaged over targets;
 * utility: standardisation + multinomial ``LogisticRegression(max_iter=2000)`` (or an MLP) trained on the aligned
   uploads, balanced accuracy on the aligned test records under both test protocols; the
-  headline ``utility_balanced_accuracy`` uses ``test_protocol`` (noisy-test by default).
+  headline ``utility_balanced_accuracy`` uses ``test_protocol`` (noisy-test by default);
+* data-noise equivalence (spec §7 claim 2), in ``aa_data_noise`` cells with σ > 0 (the
+  ``cgdp`` cell of the same σ would repeat the same comparison): both mechanisms are released on
+  the cell's training records with the cell's σ, r and seed, each output minus its best rigid
+  fit of X; the metrics are the two residual variances (claim: both ≈ σ² less the fit's
+  d(d+1)/2 degrees of freedom out of n·d) and the two-sample Kolmogorov–Smirnov statistic and
+  p-value between the residual entries (:func:`~veilbench.anchornoise.studies.data_noise_equivalence`).
+
+Cross-family protocol (``xfam_*`` arrays): ``release`` emits each participant's private upload
+Y_i rows (``xfam_attack_rep``, group = participant, index = row of ``xfam_pool`` = the records X_i
+in the feature space the mechanism reads; ``xfam_pool`` is also the private ground truth that
+``evaluate`` scores linkage against); ``integrate`` emits the analyst's aligned uploads of the
+training and test records (test records under ``test_protocol``) with their class labels.
 
 Stages: ``release`` (participants) → ``integrate`` (analyst, public uploads only) → ``attack``
 (analyst + colluders) → ``evaluate``. The release stage also saves the simulation's private
@@ -42,10 +58,13 @@ from veilbench.anchornoise.gpm import GeneralizedPowerMethod, rotation_error
 from veilbench.anchornoise.linkage import deduplicated_linkage
 from veilbench.anchornoise.mechanisms import (
     ANALYST_STREAM,
+    PARTITION_STREAM,
     TEST_SPLIT_STREAM,
     GDPMechanism,
     stream,
 )
+from veilbench.anchornoise.participants import assign_participants, reduce_dimension
+from veilbench.anchornoise.studies import data_noise_equivalence
 from veilbench.families.base import FamilyParams, StageInputs, StageOutput
 from veilbench.metrics.linkage import linkage_rate, relative_reconstruction_error
 from veilbench.validation import check_labels
@@ -86,6 +105,15 @@ class Params(FamilyParams):
     gpm_max_iter: int = Field(1000, ge=1, le=100_000)
     gpm_certify: bool = True
     dedup_pool: bool = True
+    n_participants: int | None = Field(
+        None, ge=2, description="re-deal the training records to m participants (seeded); default: prepare's parties"
+    )
+    records_per_participant: int | None = Field(
+        None, ge=1, description="use exactly n_i training records per participant (seeded subset)"
+    )
+    max_dim: int | None = Field(
+        None, ge=1, description="reduce features with more columns to this many principal axes (public PCA)"
+    )
 
     @model_validator(mode="after")
     def _noise_matches_mechanism(self) -> Params:
@@ -96,18 +124,27 @@ class Params(FamilyParams):
         return self
 
 
-def _parties(inputs: StageInputs) -> tuple[np.ndarray, int]:
-    """Participant index 0 … m−1 of every training record (from ``prepare``'s party labels) and m."""
-    party = np.asarray(inputs["prepare"]["party_train"])
-    _, index = np.unique(party, return_inverse=True)
-    index = index.reshape(-1).astype(np.int64)
-    return index, int(index.max()) + 1
+def _labels(inputs: StageInputs, train_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Class labels (as int64 codes 0 … K−1) of the used training records and of the test records."""
+    prep = inputs["prepare"]
+    y = check_labels(prep["y_train"], "y_train")[train_rows]
+    y_test = check_labels(prep["y_test"], "y_test")
+    _, codes = np.unique(np.concatenate([y, y_test]), return_inverse=True)
+    codes = codes.reshape(-1).astype(np.int64)
+    return codes[: y.size], codes[y.size :]
 
 
 def release(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
     """Participants: Haar (O_i, Ψ_i), uploads Y_i (train and both test protocols) and anchors B_i (§3)."""
-    z, z_test = inputs["embed"]["Z_train"], inputs["embed"]["Z_test"]
-    party, m = _parties(inputs)
+    z_all, z_test = reduce_dimension(inputs["embed"]["Z_train"], inputs["embed"]["Z_test"], params.max_dim)
+    rows, party = assign_participants(
+        inputs["prepare"]["party_train"],
+        stream(seed, PARTITION_STREAM),
+        params.n_participants,
+        params.records_per_participant,
+    )
+    z = z_all[rows]
+    m = int(party.max()) + 1
     party_test = np.empty(z_test.shape[0], dtype=np.int64)
     party_test[stream(seed, TEST_SPLIT_STREAM).permutation(z_test.shape[0])] = np.arange(z_test.shape[0]) % m
     mech = GDPMechanism(
@@ -120,8 +157,13 @@ def release(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
         "Y_test_clean": rel.Y_test_clean,
         "party_index_train": party,
         "party_index_test": party_test,
+        "train_rows": rows,
         "private_O": rel.O,
         "private_Psi": rel.Psi,
+        "xfam_attack_rep": np.asarray(rel.Y_train, dtype=np.float64),
+        "xfam_attack_group": party.astype(np.int64),
+        "xfam_attack_index": np.arange(rows.size, dtype=np.int64),
+        "xfam_pool": np.asarray(z, dtype=np.float64),
     }
     if rel.B is not None:
         arrays |= {"B": rel.B, "private_A": rel.A}
@@ -129,6 +171,7 @@ def release(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
     info = {
         "mechanism": params.mechanism,
         "participants": m,
+        "records": int(rows.size),
         "d": int(z.shape[1]),
         "r": params.r if rel.B is not None else None,
         "anchor_scale": s_a if rel.B is not None else None,
@@ -136,6 +179,17 @@ def release(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
         "test_protocol": params.test_protocol,
     }
     return StageOutput(arrays=arrays, info=info)
+
+
+def _utility_arrays(inputs: StageInputs, params: Params, aligned: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Cross-family utility arrays: the analyst's aligned train/test records and their labels."""
+    y, y_test = _labels(inputs, np.asarray(inputs["release"]["train_rows"]))
+    return {
+        "xfam_utility_rep_train": np.asarray(aligned["Yhat_train"], dtype=np.float64),
+        "xfam_utility_y_train": y,
+        "xfam_utility_rep_test": np.asarray(aligned[f"Yhat_test_{params.test_protocol}"], dtype=np.float64),
+        "xfam_utility_y_test": y_test,
+    }
 
 
 def integrate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
@@ -147,6 +201,7 @@ def integrate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
         m, d = int(np.max(rel["party_index_train"])) + 1, int(rel["Y_train"].shape[1])
         arrays = {"Yhat" + n[1:]: np.asarray(rel[n]) for n in names}
         arrays |= {"R": np.broadcast_to(np.eye(d), (m, d, d)).copy(), "offsets": np.zeros((m, d))}
+        arrays |= _utility_arrays(inputs, params, arrays)
         return StageOutput(arrays=arrays, metrics={"gpm_iterations": 0.0}, info={"aligned": False})
     gpm = GeneralizedPowerMethod(
         tol=params.gpm_tol,
@@ -158,6 +213,7 @@ def integrate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
         seed=stream(seed, ANALYST_STREAM),
     ).fit(rel["B"])
     arrays = {"Yhat" + n[1:]: gpm.transform(rel[n], p) for n, p in zip(names, parties, strict=True)}
+    arrays |= _utility_arrays(inputs, params, arrays)
     arrays |= {
         "R": gpm.rotations_,
         "offsets": gpm.offsets_,
@@ -204,7 +260,7 @@ def _privacy(inputs: StageInputs, params: Params) -> tuple[dict[str, float], dic
     """Linkage and relative error per attack variant, aggregated per attack and over attacks (§6.1)."""
     att = inputs["attack"]
     rows = np.asarray(att["target_rows"])
-    pool = np.asarray(inputs["embed"]["Z_train"], dtype=float)[rows]
+    pool = np.asarray(inputs["release"]["xfam_pool"], dtype=float)[rows]
     party = np.asarray(inputs["release"]["party_index_train"])[rows]
     shares = [party == j for j in np.unique(party)]
     link = deduplicated_linkage if params.dedup_pool else linkage_rate
@@ -232,9 +288,8 @@ def evaluate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
     """Utility (balanced accuracy, both test protocols), linkage per attack and max, alignment errors (§6)."""
     from sklearn.metrics import balanced_accuracy_score
 
-    prep, rel, integ = inputs["prepare"], inputs["release"], inputs["integrate"]
-    y_train = check_labels(prep["y_train"], "y_train", n=integ["Yhat_train"].shape[0])
-    y_test = check_labels(prep["y_test"], "y_test", n=integ["Yhat_test_noisy"].shape[0])
+    rel, integ = inputs["release"], inputs["integrate"]
+    y_train, y_test = _labels(inputs, np.asarray(rel["train_rows"]))
     clf = _classifier(params.classifier, seed).fit(integ["Yhat_train"], y_train)
     bacc = {
         p: float(balanced_accuracy_score(y_test, clf.predict(integ[f"Yhat_test_{p}"]))) for p in ("noisy", "clean")
@@ -259,6 +314,12 @@ def evaluate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
             "gpm_translation_error_predicted": params.v * float(np.sqrt(d / params.r)),
             "v_over_anchor_scale": params.v / s_a,
         }
+    if params.sigma > 0 and params.mechanism == "aa_data_noise":
+        equivalence = data_noise_equivalence(
+            np.asarray(rel["xfam_pool"]), np.asarray(rel["party_index_train"]), params.sigma, params.r, seed
+        )
+        metrics |= {f"equivalence_{k}": v for k, v in equivalence.items()}
+        metrics["equivalence_sigma_squared"] = params.sigma**2
     info = {"test_protocol": params.test_protocol, "linkage_per_variant": per_variant}
     return StageOutput(metrics=metrics, info=info)
 

@@ -34,8 +34,9 @@ Kind = Literal["cgdp", "igdp", "aa"]
 KINDS: tuple[str, ...] = ("cgdp", "igdp", "aa")
 
 #: SeedSequence stream keys: [seed, key] (participant i uses PARTY_STREAM + i; TEST_SPLIT_STREAM
-#: deals the test records to participants; ANALYST_STREAM is the analyst's own randomness).
-ANCHOR_STREAM, COMMON_STREAM, TEST_SPLIT_STREAM, ANALYST_STREAM, PARTY_STREAM = 0, 1, 2, 3, 1000
+#: deals the test records to participants; ANALYST_STREAM is the analyst's own randomness;
+#: PARTITION_STREAM re-deals the training records to participants when a cell asks for it).
+ANCHOR_STREAM, COMMON_STREAM, TEST_SPLIT_STREAM, ANALYST_STREAM, PARTITION_STREAM, PARTY_STREAM = 0, 1, 2, 3, 4, 1000
 
 
 def stream(seed: int, key: int) -> np.random.Generator:

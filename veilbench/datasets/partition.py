@@ -8,6 +8,8 @@ at least one record.
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 
 import numpy as np
@@ -94,6 +96,11 @@ def prepare_dataset(
         rows = np.sort(rng.choice(X.shape[0], size=max_records, replace=False))
     _, counts = np.unique(y[rows], return_counts=True)
     stratify = y[rows] if counts.min() >= 2 else None
+    n_test = math.ceil(test_size * rows.size)
+    if stratify is not None and not counts.size <= n_test <= rows.size - counts.size:
+        raise ValidationError(
+            f"test_size: a stratified split of {rows.size} records in {counts.size} classes needs "
+            f"{counts.size / rows.size:.3g} ≤ test_size ≤ {1 - counts.size / rows.size:.3g}, got {test_size}")
     r_tr, r_te = train_test_split(rows, test_size=test_size, random_state=seed, stratify=stratify)
     X_tr, X_te, y_tr, y_te = X[r_tr], X[r_te], y[r_tr], y[r_te]
     if n_parties > X_tr.shape[0]:

@@ -12,16 +12,28 @@ Stages (``seed`` = trial index ``r``; it seeds sources, anchors, obfuscators, at
     unscaled ``X_train``. For ``anchor ∈ {smote, real}`` a class-balanced set of
     ``n_smote_source`` real records (``n_anchor`` for ``real``) is drawn from the *training* records
     and removed from the parties [assume: the pipeline has no separate pool]; the anchor is built
-    from them. Random anchors use the statistics of the party records. With ``n_per_party`` each
-    party keeps a seeded random subset of that many records (spec: K parties of n records each);
-    the remaining records are unused. Party ``k`` fits ``f_k`` on
+    from them. Random anchors use the statistics of the party records. Parties
+    (:func:`veilbench.dc.parties.allocate_parties`): the dataset's partition, or with
+    ``n_parties = K`` a seeded re-allocation into ``K`` parties (spec §1.1), so a sweep can grid over
+    ``K``; with ``n_per_party = n`` each party holds ``n`` records (the remaining records are
+    unused). Party ``k`` fits ``f_k`` on
     ``X(k)`` and releases ``ir_train`` rows (its ``X̃(k)``, with ``party`` and ``y``) and
     ``ir_anchor[k] = Ã(k)``; ``ir_test[k] = f_k(X_test)`` is what party ``k`` feeds ``g_k`` at
     prediction time. ``anchor`` (``A``), ``record_index`` and ``source_index`` are private /
     evaluation-only arrays: the analyst (``integrate``) never reads them.
+    Cross-family arrays (n_r = all parties' records): ``xfam_attack_rep = X̃`` (n_r × d̃),
+    ``xfam_attack_group`` = party id, ``xfam_attack_index`` = row in ``xfam_pool``, the parties'
+    records in the feature space ``f_k`` reads (n_r × d).
 ``integrate`` (analyst side, §2)
     Fits ``{g_k}`` on ``ir_anchor`` (and the anchor labels for TSL) and outputs ``collab_train``
-    (``X̂``, n × d̂) and ``collab_test`` (K × m × d̂).
+    (``X̂``, n × d̂) and ``collab_test`` (K × m × d̂); cross-family utility arrays
+    ``xfam_utility_rep_train = X̂`` with ``y``, ``xfam_utility_rep_test`` = the K mapped test sets
+    stacked (K·m × d̂) with ``y_test`` repeated K times.
+``method ∈ {central, local}`` (spec §2.9 references, so that a frontier grouped by ``method`` draws
+    them): the same sources and parties as the integrating cells of that seed, no obfuscation, no
+    integration; ``utility_accuracy`` is the Central (one RF on all parties' raw records) or Local
+    (mean over parties of an RF on its own records) accuracy. Central shares raw records, so its
+    "attack" ``raw`` is the record itself; Local shares nothing and has no privacy metrics.
 ``attack`` (§5)
     The attacker holds the anchor rows whose label is in ``leaked_labels`` (for unlabelled anchors:
     a seeded random ``|leaked_labels|/C`` fraction of rows) and the target party's IRs of them; it
@@ -48,10 +60,10 @@ from __future__ import annotations
 
 import time
 from functools import partial
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import Field, computed_field, model_validator
 
 from veilbench.dc._base import BaseIntegrator
 from veilbench.dc.anchors import random_anchor, select_sources, smote_anchor
@@ -61,9 +73,13 @@ from veilbench.dc.kernel import NKI
 from veilbench.dc.linear import GEP, LKI, MPP, ODC
 from veilbench.dc.nystrom import NystromNKI
 from veilbench.dc.obfuscation import obfuscate_parties
+from veilbench.dc.parties import allocate_parties
 from veilbench.families.base import FamilyParams, StageInputs, StageOutput
 from veilbench.metrics.linkage import linkage_rate
 from veilbench.validation import ValidationError
+
+#: Reference "methods" of the paper's roster (spec §2.9): no integration, raw records.
+BASELINES = ("central", "local")
 
 
 class Params(FamilyParams):
@@ -75,9 +91,16 @@ class Params(FamilyParams):
     n_smote_source: int = Field(50, ge=1, description="na_smote real sources (anchor='smote' only)")
     k_nn: int = Field(10, ge=1, description="SMOTE and graph neighbours (clipped to n_c − 1 in SMOTE)")
     n_per_party: int | None = Field(None, ge=2, description="seeded subsample of n records per party (None: all)")
-    obfuscation: Literal["pca", "kpca", "umap", "orthogonal"] = Field("pca", description="per-party f_k (§1.3)")
+    n_parties: int | None = Field(
+        None, ge=1, le=10_000, description="K: re-allocate the records into K seeded parties (None: dataset partition)"
+    )
+    obfuscation: Literal["pca", "kpca", "umap", "orthogonal"] | None = Field(
+        "pca", description="per-party f_k (§1.3); None (set automatically) for central/local, which share raw records"
+    )
     d_tilde: int = Field(10, ge=1, description="intermediate dimension d̃ = d̂")
-    method: Literal["mpp", "gep", "odc", "lki", "nki"] = Field("nki", description="analyst's integration (§2)")
+    method: Literal["mpp", "gep", "odc", "lki", "nki", "central", "local"] = Field(
+        "nki", description="analyst's integration (§2), or the Central / Local reference (§2.9)"
+    )
     graph: Literal["none", "gl", "tsl"] = Field("none", description="NKI graph regulariser (§2.6–2.7)")
     center: bool = Field(False, description="NKI centering constraint 1ᵀZ = 0 (§2.8)")
     mu: float = Field(1.0, ge=0.0, description="graph weight μ")
@@ -89,13 +112,41 @@ class Params(FamilyParams):
     readout: Literal["joint", "own"] = Field("joint", description="one h on all X̂, or h_k on X̂(k) (§3, §9)")
     n_estimators: int = Field(100, ge=1, le=2000, description="trees of every random forest")
     leaked_labels: tuple[int, ...] = Field((0, 1, 2), min_length=1, description="labels of leaked anchor rows (§5)")
-    attacks: tuple[Literal["lr", "pinv", "mlp"], ...] = Field(("lr", "pinv", "mlp"), min_length=1)
+    attacks: tuple[Literal["lr", "pinv", "mlp"], ...] = Field(
+        ("lr", "pinv", "mlp"), description="reconstruction attacks (§5); () skips the privacy evaluation"
+    )
+    references: bool = Field(
+        True, description="also score Central and Local in this cell (off when the sweep has central/local cells)"
+    )
     target_party: int = Field(0, ge=0, description="party whose records are reconstructed")
     evaluator_records: int = Field(5000, ge=10, description="cap on the reconstruction evaluator's training rows")
     mlp_max_iter: int = Field(600, ge=1, description="MLP attack iterations")
 
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def variant(self) -> str:
+        """The paper's roster name (§2.9), e.g. ``NKI+TSL+Center``, ``LKI``, ``Central``: a ``group_by`` key."""
+        if self.method in BASELINES:
+            return self.method.capitalize()
+        name = self.method.upper()
+        if self.method == "nki":
+            name += {"none": "", "gl": "+GL", "tsl": "+TSL"}[self.graph] + ("+Center" if self.center else "")
+            name += "" if self.nystrom_rank is None else f"+Nyström{self.nystrom_rank}"
+            name += "" if self.nki_objective == "paper" else "+residual"
+        return name
+
+    @model_validator(mode="before")
+    @classmethod
+    def _baselines_do_not_obfuscate(cls, data: Any) -> Any:
+        """Central/Local apply no ``f_k``: their ``obfuscation`` is recorded as None whatever the sweep sets."""
+        if isinstance(data, dict) and data.get("method") in BASELINES:
+            return {**data, "obfuscation": None}
+        return data
+
     @model_validator(mode="after")
     def _consistent(self) -> Params:
+        if self.obfuscation is None and self.method not in BASELINES:
+            raise ValueError(f"obfuscation: None only for method central/local, got method={self.method!r}")
         nki_only = {
             "graph": self.graph != "none",
             "center": self.center,
@@ -135,10 +186,9 @@ def _features(inputs: StageInputs, params: Params) -> tuple[np.ndarray, np.ndarr
 
 
 def release(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
-    """Party side: anchor, per-party ``f_k``, and the released IRs (see module docstring)."""
+    """Party side: anchor, parties, per-party ``f_k``, and the released IRs (see module docstring)."""
     x_train, x_test = _features(inputs, params)
     y = np.asarray(inputs["prepare"]["y_train"]).astype(np.int64)
-    party = np.asarray(inputs["prepare"]["party_train"]).astype(np.int64)
     rng = np.random.default_rng(seed)
     keep = np.ones(y.size, bool)
     source_index = np.zeros(0, np.int64)
@@ -149,42 +199,43 @@ def release(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
         anchor = smote_anchor(x_train[source_index], y[source_index], params.n_anchor, params.k_nn, rng)
     else:
         anchor = random_anchor(params.anchor, x_train[keep], params.n_anchor, rng)
-    parties = np.unique(party)
-    if not np.array_equal(parties, np.arange(parties.size)):
-        raise ValidationError(f"party_train: party ids must be 0 … K−1, got {parties.tolist()}")
-    idx = [np.flatnonzero(keep & (party == k)) for k in parties]
-    if params.n_per_party is not None:
-        short = {int(k): int(i.size) for k, i in zip(parties, idx, strict=True) if i.size < params.n_per_party}
-        if short:
-            raise ValidationError(f"n_per_party: parties {short} hold fewer than {params.n_per_party} records")
-        idx = [np.sort(rng.choice(i, size=params.n_per_party, replace=False)) for i in idx]
-    own, shared, settings = obfuscate_parties(
-        params.obfuscation, params.d_tilde, [x_train[i] for i in idx], [anchor.X, x_test], seed
-    )
+    idx = allocate_parties(np.flatnonzero(keep), inputs["prepare"]["party_train"], params.n_parties,
+                           params.n_per_party, rng)
     record_index = np.concatenate(idx)
-    arrays = {
-        "ir_train": np.vstack(own),
-        "party": party[record_index],
-        "y": y[record_index],
-        "ir_anchor": np.stack([s[0] for s in shared]),
-        "anchor_labels": anchor.y,
-        "ir_test": np.stack([s[1] for s in shared]),
-        "anchor": anchor.X,
-        "record_index": record_index,
-        "source_index": source_index,
-    }
+    party = np.concatenate([np.full(i.size, k, dtype=np.int64) for k, i in enumerate(idx)])
+    arrays = {"party": party, "y": y[record_index], "record_index": record_index, "source_index": source_index}
     info = {
-        "n_parties": int(parties.size),
+        "n_parties": len(idx),
         "party_sizes": [int(i.size) for i in idx],
-        "d_tilde": params.d_tilde,
         "n_anchor": int(anchor.X.shape[0]),
         "n_sources_removed": int(source_index.size),
         "smote_k_nn_used": {str(c): k for c, k in anchor.k_nn_used.items()},
         "smote_fallback_classes": anchor.fallback_classes,
-        "umap_settings": settings if params.obfuscation == "umap" else [],
-        "released_by_parties": ["ir_train", "party", "y", "ir_anchor", "ir_test"],
-        "private_not_for_analyst": ["anchor", "record_index", "source_index"],
     }
+    if params.method in BASELINES:
+        info["released_by_parties"] = ["raw records"] if params.method == "central" else []
+        return StageOutput(arrays=arrays, info=info)
+    own, shared, settings = obfuscate_parties(
+        params.obfuscation, params.d_tilde, [x_train[i] for i in idx], [anchor.X, x_test], seed
+    )
+    ir_train = np.vstack(own)
+    arrays.update(
+        ir_train=ir_train,
+        ir_anchor=np.stack([s[0] for s in shared]),
+        anchor_labels=anchor.y,
+        ir_test=np.stack([s[1] for s in shared]),
+        anchor=anchor.X,
+        xfam_attack_rep=ir_train,
+        xfam_attack_group=party,
+        xfam_attack_index=np.arange(record_index.size, dtype=np.int64),
+        xfam_pool=x_train[record_index],
+    )
+    info.update(
+        d_tilde=params.d_tilde,
+        umap_settings=settings if params.obfuscation == "umap" else [],
+        released_by_parties=["ir_train", "party", "y", "ir_anchor", "ir_test"],
+        private_not_for_analyst=["anchor", "record_index", "source_index", "xfam_pool"],
+    )
     return StageOutput(arrays=arrays, info=info)
 
 
@@ -205,6 +256,8 @@ def make_integrator(params: Params, seed: int) -> BaseIntegrator:
 
 def integrate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
     """Analyst side: fit ``{g_k}`` on the anchor IRs; map the released and test IRs."""
+    if params.method in BASELINES:
+        return StageOutput(info={"passthrough": True, "baseline": params.method})
     rel = inputs["release"]
     ir_anchor, party, labels = rel["ir_anchor"], rel["party"], rel["anchor_labels"]
     integrator = make_integrator(params, seed)
@@ -226,11 +279,21 @@ def integrate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
             median_anchor_distance=integrator.median_distances_,
             test_fraction_far_from_anchors=[float(np.mean(v < 1e-6)) for v in nearest],
             graph_skipped=integrator.graph_skipped_,
+            step_seconds=integrator.step_seconds_,
             centering_diagnostic=(np.abs(integrator.Z_.sum(0)) / np.sqrt(integrator.n_anchor_)).tolist(),
         )
     n_test_rows = collab_test.shape[0] * collab_test.shape[1]
     metrics = {"cost_fit_seconds": t1 - t0, "cost_transform_seconds_per_record": (t2 - t1) / max(n_test_rows, 1)}
-    return StageOutput(arrays={"collab_train": collab_train, "collab_test": collab_test}, metrics=metrics, info=info)
+    y_test = np.asarray(inputs["prepare"]["y_test"]).astype(np.int64)
+    arrays = {
+        "collab_train": collab_train,
+        "collab_test": collab_test,
+        "xfam_utility_rep_train": collab_train,
+        "xfam_utility_y_train": rel["y"],
+        "xfam_utility_rep_test": collab_test.reshape(-1, collab_test.shape[2]),
+        "xfam_utility_y_test": np.tile(y_test, collab_test.shape[0]),
+    }
+    return StageOutput(arrays=arrays, metrics=metrics, info=info)
 
 
 def _leaked_rows(labels: np.ndarray, params: Params, n_classes: int, seed: int) -> np.ndarray:
@@ -240,56 +303,67 @@ def _leaked_rows(labels: np.ndarray, params: Params, n_classes: int, seed: int) 
     return np.sort(np.random.default_rng(seed).choice(labels.size, size=min(n_leak, labels.size), replace=False))
 
 
-def attack(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
-    """Reconstruct the target party's non-leaked-label records from leaked anchor pairs (spec §5)."""
-    rel = inputs["release"]
-    n_parties = rel["ir_anchor"].shape[0]
+def _targets(rel: dict, params: Params) -> np.ndarray:
+    """Mask (n_r,) of the target party's records whose label is not leaked (spec §5)."""
+    n_parties = int(rel["party"].max()) + 1
     k = params.target_party
     if k >= n_parties:
         raise ValidationError(f"target_party: must lie in [0, {n_parties - 1}], got {k}")
-    n_classes = np.unique(inputs["prepare"]["y_train"]).size
-    leaked = _leaked_rows(rel["anchor_labels"], params, n_classes, seed)
-    if leaked.size < 2:
-        raise ValidationError(f"leaked_labels: {list(params.leaked_labels)} pick {leaked.size} anchor rows, need ≥ 2")
     target = (rel["party"] == k) & ~np.isin(rel["y"], params.leaked_labels)
     if not np.any(target):
         raise ValidationError(
             f"target_party: party {k} holds no record outside leaked_labels {list(params.leaked_labels)}"
         )
+    return target
+
+
+def attack_names(params: Params) -> tuple[str, ...]:
+    """Attacks a cell runs: ``params.attacks``; ``("raw",)`` for Central (the raw records are shared,
+    the "reconstruction" is the record itself); none for Local (nothing is shared) or ``attacks=()``."""
+    if not params.attacks:
+        return ()
+    return {"central": ("raw",), "local": ()}.get(params.method, params.attacks)
+
+
+def attack(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
+    """Reconstruct the target party's non-leaked-label records from leaked anchor pairs (spec §5)."""
+    rel = inputs["release"]
+    if not attack_names(params):
+        return StageOutput(info={"attacks": [], "skipped": "Local shares nothing" if params.method == "local"
+                                 else "attacks=()"})
+    target = _targets(rel, params)
+    k = params.target_party
+    info = {"attacks": list(attack_names(params)), "n_targets": int(target.sum()), "target_party": k}
+    if params.method == "central":
+        x_train, _ = _features(inputs, params)
+        recon = x_train[rel["record_index"][target]][None]
+        return StageOutput(arrays={"reconstructions": recon, "target_index": rel["record_index"][target]}, info=info)
+    n_classes = np.unique(inputs["prepare"]["y_train"]).size
+    leaked = _leaked_rows(rel["anchor_labels"], params, n_classes, seed)
+    if leaked.size < 2:
+        raise ValidationError(f"leaked_labels: {list(params.leaked_labels)} pick {leaked.size} anchor rows, need ≥ 2")
     recons = []
     for name in params.attacks:
         att = make_attack(name, seed=seed, max_iter=params.mlp_max_iter)
         att.fit(rel["ir_anchor"][k][leaked], rel["anchor"][leaked])
         recons.append(att.reconstruct(rel["ir_train"][target]))
     arrays = {"reconstructions": np.stack(recons), "target_index": rel["record_index"][target]}
-    info = {"attacks": list(params.attacks), "n_leaked_pairs": int(leaked.size), "n_targets": int(target.sum()),
-            "target_party": k}
+    info["n_leaked_pairs"] = int(leaked.size)
     return StageOutput(arrays=arrays, info=info)
 
 
-def evaluate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
-    """Utility (collaboration / central / local) and reconstruction-risk metrics (spec §3, §5)."""
-    rel, integ, att = inputs["release"], inputs["integrate"], inputs["attack"]
-    x_train, x_test = _features(inputs, params)
-    y_train, y_test = np.asarray(inputs["prepare"]["y_train"]), np.asarray(inputs["prepare"]["y_test"])
-
-    clf = partial(make_classifier, params.classifier, seed, params.n_estimators)
-    acc, per_party = collaboration_accuracy(
-        integ["collab_train"], rel["y"], rel["party"], integ["collab_test"], y_test, clf(), params.readout
-    )
-    rows = rel["record_index"]
-    metrics = {
-        "utility_accuracy": acc,
-        "utility_accuracy_central": central_accuracy(x_train[rows], y_train[rows], x_test, y_test, clf()),
-        "utility_accuracy_local": local_accuracy(x_train[rows], y_train[rows], rel["party"], x_test, y_test, clf()),
-    }
-    target = att["target_index"]
+def _privacy_metrics(
+    inputs: StageInputs, params: Params, seed: int, x_train: np.ndarray, y_train: np.ndarray
+) -> tuple[dict[str, float], str]:
+    """Per-attack and worst-case reconstruction metrics (spec §5); returns (metrics, best attack)."""
+    rel, att = inputs["release"], inputs["attack"]
+    rows, target = rel["record_index"], att["target_index"]
     outside = np.setdiff1d(np.arange(y_train.size), rows[rel["party"] == params.target_party])
     if outside.size > params.evaluator_records:
         outside = np.random.default_rng(seed).choice(outside, size=params.evaluator_records, replace=False)
     evaluator = make_classifier("rf", seed, params.n_estimators).fit(x_train[outside], y_train[outside])
-    per_attack = {}
-    for name, rec in zip(params.attacks, att["reconstructions"], strict=True):
+    per_attack, metrics = {}, {}
+    for name, rec in zip(attack_names(params), att["reconstructions"], strict=True):
         per_attack[name] = {
             "privacy_reconstruction_accuracy": float(np.mean(evaluator.predict(rec) == y_train[target])),
             "privacy_reconstruction_mse": float(np.mean((rec - x_train[target]) ** 2)),
@@ -304,6 +378,37 @@ def evaluate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
         privacy_linkage_rate=max(v["privacy_linkage_rate"] for v in per_attack.values()),
         privacy_linkage_rate_chance=1.0 / y_train.size,
     )
-    info = {"best_attack": best, "utility_accuracy_per_party": per_party, "utility_metric": "utility_accuracy",
-            "privacy_metric": "privacy_reconstruction_accuracy_best"}
+    return metrics, best
+
+
+def evaluate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
+    """Utility (collaboration / central / local) and reconstruction-risk metrics (spec §3, §5).
+
+    ``utility_accuracy_central``/``_local`` only with ``references=True``. For
+    ``method="central"``/``"local"`` ``utility_accuracy`` is the Central/Local accuracy; Central's
+    privacy metrics score the raw records it shares, Local (nothing shared) has none; with
+    ``attacks=()`` no cell has privacy metrics.
+    """
+    rel = inputs["release"]
+    x_train, x_test = _features(inputs, params)
+    y_train, y_test = np.asarray(inputs["prepare"]["y_train"]), np.asarray(inputs["prepare"]["y_test"])
+    clf = partial(make_classifier, params.classifier, seed, params.n_estimators)
+    rows = rel["record_index"]
+    references = {
+        "central": lambda: central_accuracy(x_train[rows], y_train[rows], x_test, y_test, clf()),
+        "local": lambda: local_accuracy(x_train[rows], y_train[rows], rel["party"], x_test, y_test, clf()),
+    }
+    wanted = set(references) if params.references else {params.method} & set(references)
+    metrics = {f"utility_accuracy_{name}": score() for name, score in references.items() if name in wanted}
+    info: dict = {"utility_metric": "utility_accuracy", "privacy_metric": "privacy_reconstruction_accuracy_best"}
+    if params.method in BASELINES:
+        metrics["utility_accuracy"] = metrics[f"utility_accuracy_{params.method}"]
+    else:
+        integ = inputs["integrate"]
+        metrics["utility_accuracy"], info["utility_accuracy_per_party"] = collaboration_accuracy(
+            integ["collab_train"], rel["y"], rel["party"], integ["collab_test"], y_test, clf(), params.readout
+        )
+    if attack_names(params):
+        privacy, info["best_attack"] = _privacy_metrics(inputs, params, seed, x_train, y_train)
+        metrics.update(privacy)
     return StageOutput(metrics={k: float(v) for k, v in metrics.items()}, info=info)

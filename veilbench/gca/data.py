@@ -31,7 +31,13 @@ from veilbench.validation import ValidationError, check_array, check_labels
 
 @dataclass
 class FederatedData:
-    """A :class:`Federation` plus the attack's reference bank ``(H, d)``, held-out pool and bookkeeping."""
+    """A :class:`Federation` plus the attack's reference bank ``(H, d)``, held-out pool and bookkeeping.
+
+    ``train_features`` ``(n, d)`` / ``test_features`` ``(m, d)``: every training / test record in the
+    AE's input space, with their class labels ``train_labels`` ``(n,)`` / ``test_labels`` ``(m,)``;
+    ``client_rows[i]``: rows of ``train_features`` forming client i's shard
+    (``federation.clients[i] == train_features[client_rows[i]]``).
+    """
 
     federation: Federation
     reference: np.ndarray
@@ -40,6 +46,11 @@ class FederatedData:
     normal_classes: list[int]
     anomaly_classes: list[int]
     client_ids: list[int]
+    train_features: np.ndarray
+    train_labels: np.ndarray
+    test_features: np.ndarray
+    test_labels: np.ndarray
+    client_rows: list[np.ndarray]
 
 
 def _features(inputs: StageInputs, source: str) -> tuple[np.ndarray, np.ndarray]:
@@ -119,9 +130,11 @@ def build_federation(
         raise ValidationError("party_train: no client holds ≥ 2 normal training records")
     spec = AESpec(spec_kind, x_tr.shape[1], image_shape, latent_channels,
                   "tanh" if input_source == "prepare_minmax" else "none")
-    fed = Federation([x_normal[party == c] for c in client_ids], x_te[test_rows], y01, spec)
+    normal_rows = np.flatnonzero(normal)
+    client_rows = [normal_rows[party == c] for c in client_ids]
+    fed = Federation([x_tr[rows] for rows in client_rows], x_te[test_rows], y01, spec)
     test_normals = x_te[test_rows][y01 == 0]
     reference = test_normals[:reference_size]
     heldout = test_normals[reference_size:] if test_normals.shape[0] > reference_size else reference
     return FederatedData(fed, reference, heldout, x_normal.mean(0), [int(c) for c in normal_classes],
-                         [int(c) for c in anomaly_classes], client_ids)
+                         [int(c) for c in anomaly_classes], client_ids, x_tr, y_tr, x_te, y_te, client_rows)

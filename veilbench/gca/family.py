@@ -10,6 +10,7 @@ Learning* (issue 4). One cell = one method (``gca``, ``fedavg``, ``fedprox``, ``
   epoch), what the server obtains from the victim (client 0): its last-round local parameters
   (parameter sharing) or a fresh latent upload after ``attack_extra_epochs`` more reconstruction
   epochs (GCA), and the per-round bytes sent.
+  The cross-family arrays ``xfam_*`` (:mod:`veilbench.gca.xfam`) ride along.
   Metrics: ``comm_mib_per_round`` and, for DP-FedAvg, ``dp_epsilon``/``dp_delta`` (RDP accountant;
   picked up by the privacy ledger).
 * ``integrate``: checkpoint selection under the paper's protocol (max over all evaluation points:
@@ -45,6 +46,7 @@ from veilbench.gca.communication import MIB, config_for, fl_bytes, gca_bytes
 from veilbench.gca.data import FederatedData, build_federation
 from veilbench.gca.selection import PROTOCOLS, select
 from veilbench.gca.simulator import PARAMETER_SHARING, FedConfig, run_protocol
+from veilbench.gca.xfam import xfam_arrays
 
 TRIVIAL_KINDS: tuple[str, ...] = ("noise", "mean", "heldout")
 
@@ -165,6 +167,7 @@ def release(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
         "victim_params": res.victim_params, "victim_codes": res.victim_codes,
         "dp_noise_multiplier": np.array([np.nan if res.dp_noise_multiplier is None else res.dp_noise_multiplier]),
         "dp_epsilon": np.array([metrics.get("dp_epsilon", np.nan)]),
+        **xfam_arrays(data, res, seed),
     }
     info = {
         "method": params.method, "n_clients": len(data.client_ids), "client_ids": data.client_ids,

@@ -18,6 +18,8 @@ Per round r, for every client i (all participate):
 Bytes actually sent per round: ``4·Σ_i |z_i↑|·D_z`` up and ``4·C·K'(D_z+1)`` down.
 After the last round the victim (client 0) runs ``attack_extra_epochs`` more reconstruction
 epochs and makes one fresh upload: the only data the server-side attack gets (spec §6.3).
+The last round's uploads of every client (codes, client, row) are kept as ``last_upload`` for
+the cross-family view (:mod:`veilbench.gca.xfam`); the trained AEs as ``final_models``.
 Client initialisation: ``shared`` (same init for all clients, default [A]) or ``independent``.
 """
 
@@ -33,6 +35,7 @@ from veilbench.gca.simulator import (
     FedConfig,
     Federation,
     RunResult,
+    Upload,
     evaluate_clients,
     make_optimizer,
     seed_torch,
@@ -40,10 +43,13 @@ from veilbench.gca.simulator import (
 from veilbench.gca.training import encode, reconstruction_epoch, run_epoch
 
 
-def upload_codes(model, x, fraction: float, rng: np.random.Generator) -> np.ndarray:
-    """Fresh uniform sample of :func:`upload_size` codes :math:`E(x_n)`, ``(n_up, D_z)`` float32."""
-    idx = rng.choice(x.shape[0], size=upload_size(x.shape[0], fraction), replace=False)
-    return encode(model, x[np.sort(idx)])
+def upload_codes(model, x, fraction: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Fresh uniform sample :math:`I` of :func:`upload_size` rows of ``x`` and their codes :math:`E(x_n)`.
+
+    Returns ``(I (n_up,) int64 sorted row indices into x, codes (n_up, D_z) float32)``.
+    """
+    idx = np.sort(rng.choice(x.shape[0], size=upload_size(x.shape[0], fraction), replace=False))
+    return idx.astype(np.int64), encode(model, x[idx])
 
 
 def alignment_loss(z, mu, w):
@@ -63,6 +69,14 @@ def alignment_epoch(model, opt, x, mu, w, batch_size: int, rng: np.random.Genera
     return run_epoch(model, opt, x, batch_size, rng, lambda xb: alignment_loss(model.encode(xb), mu, w))
 
 
+def client_init_seed(seed: int, client: int, n_clients: int, mode: str) -> int:
+    """Torch seed of client ``client``'s initial AE: ``seed`` (``shared``) or the client's entry of
+    ``SeedSequence(seed).generate_state(n_clients)`` (``independent``)."""
+    if mode == "shared":
+        return int(seed)
+    return int(np.random.SeedSequence(seed).generate_state(n_clients)[client])
+
+
 def init_client_models(fed: Federation, cfg: FedConfig, seed: int) -> list:
     """One AE per client: copies of one seeded init (``shared``) or one init per client (``independent``)."""
     seed_torch(seed)
@@ -72,10 +86,9 @@ def init_client_models(fed: Federation, cfg: FedConfig, seed: int) -> list:
         for m in models:
             m.load_state_dict(init.state_dict())
         return models
-    seeds = np.random.SeedSequence(seed).generate_state(len(fed.clients))
     models = []
-    for s in seeds:
-        seed_torch(int(s))
+    for i in range(len(fed.clients)):
+        seed_torch(client_init_seed(seed, i, len(fed.clients), cfg.client_init))
         models.append(fed.spec.build())
     return models
 
@@ -98,7 +111,8 @@ def run_gca(fed: Federation, cfg: FedConfig, seed: int) -> RunResult:
             for i, (m, o, x) in enumerate(zip(models, rec_opts, xs)):
                 steps[i] += reconstruction_epoch(m, o, x, cfg.batch_size, rng)
             curve.add(r, e, evaluate_clients(models, xs, xt, fed.y_test, cfg.quantile))
-        codes = np.concatenate([upload_codes(m, x, cfg.upload_fraction, rng) for m, x in zip(models, xs)])
+        uploads = [upload_codes(m, x, cfg.upload_fraction, rng) for m, x in zip(models, xs)]
+        codes = np.concatenate([z for _, z in uploads])
         k = min(cfg.n_clusters, codes.shape[0])
         cent = fit_centroids(codes, k, cfg.clustering, int(rng.integers(2**31)), cfg.covariance_type,
                              cfg.reg_covar, cfg.gmm_n_init)
@@ -114,10 +128,11 @@ def run_gca(fed: Federation, cfg: FedConfig, seed: int) -> RunResult:
             align_curve.append(evaluate_clients(models[:1], xs[:1], xt, fed.y_test, cfg.quantile)[0])
     for _ in range(cfg.attack_extra_epochs):
         reconstruction_epoch(models[0], rec_opts[0], xs[0], cfg.batch_size, rng)
-    victim_codes = upload_codes(models[0], xs[0], cfg.upload_fraction, rng)
+    victim_codes = upload_codes(models[0], xs[0], cfg.upload_fraction, rng)[1]
     return RunResult(
         "gca", points_per_round=cfg.recon_epochs, bytes_up_per_round=int(max(bytes_up)),
         bytes_down_per_round=int(max(bytes_down)), local_steps=steps, victim_codes=victim_codes,
+        final_models=models, last_upload=Upload.from_clients(uploads),
         align_accuracy=np.array(align_curve), info={"n_dropped_components": dropped, "n_clusters_used": k_used},
         **curve.arrays(),
     )

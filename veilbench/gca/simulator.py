@@ -111,6 +111,23 @@ class Federation:
         return [torch.from_numpy(c) for c in self.clients], torch.from_numpy(self.x_test)
 
 
+@dataclass(frozen=True)
+class Upload:
+    """One round's latent uploads as the server receives them: ``codes`` ``(U, D_z)`` float32,
+    uploading ``client`` ``(U,)`` int64 (position in ``Federation.clients``) and ``row`` ``(U,)`` int64
+    (row of the record in that client's shard)."""
+
+    codes: np.ndarray
+    client: np.ndarray
+    row: np.ndarray
+
+    @classmethod
+    def from_clients(cls, uploads: list[tuple[np.ndarray, np.ndarray]]) -> "Upload":
+        """From per-client ``(row indices (n_i,), codes (n_i, D_z))`` pairs in client order."""
+        client = np.concatenate([np.full(len(idx), i, dtype=np.int64) for i, (idx, _) in enumerate(uploads)])
+        return cls(np.concatenate([z for _, z in uploads]), client, np.concatenate([idx for idx, _ in uploads]))
+
+
 @dataclass
 class RunResult:
     """Curves and server-visible artefacts of one run.
@@ -119,7 +136,9 @@ class RunResult:
     and in-round epoch of each point; ``points_per_round``: evaluations per round (5 for the
     paper's GCA, 1 otherwise); ``align_accuracy``: GCA's fixed-client alignment-epoch diagnostic;
     ``victim_params``: the flat ``(P,)`` model the server sees from client 0 in the last round
-    (parameter sharing); ``victim_codes``: GCA's fresh post-training upload of client 0.
+    (parameter sharing); ``victim_codes``: GCA's fresh post-training upload of client 0;
+    ``final_models``: the trained AEs, one per client (``single``, ``gca``) or one shared model
+    (global/centralized); ``last_upload``: GCA's last-round latent uploads of every client.
     """
 
     method: str
@@ -136,6 +155,8 @@ class RunResult:
     align_accuracy: np.ndarray = field(default_factory=lambda: np.zeros(0))
     dp_noise_multiplier: float | None = None
     info: dict = field(default_factory=dict)
+    final_models: list = field(default_factory=list)
+    last_upload: Upload | None = None
 
 
 class CurveRecorder:
@@ -198,7 +219,7 @@ def run_single(fed: Federation, cfg: FedConfig, seed: int) -> RunResult:
                 steps[i] += reconstruction_epoch(m, o, x, cfg.batch_size, rng)
         curve.add(r, cfg.local_epochs, evaluate_clients(models, xs, xt, fed.y_test, cfg.quantile))
     return RunResult("single", points_per_round=1, bytes_up_per_round=0, bytes_down_per_round=0,
-                     local_steps=steps, **curve.arrays())
+                     local_steps=steps, final_models=models, **curve.arrays())
 
 
 def run_centralized(fed: Federation, cfg: FedConfig, seed: int) -> RunResult:
@@ -219,7 +240,7 @@ def run_centralized(fed: Federation, cfg: FedConfig, seed: int) -> RunResult:
         curve.add(r, cfg.local_epochs, evaluate_clients([model], [pooled], xt, fed.y_test, cfg.quantile))
     return RunResult("centralized", points_per_round=1, bytes_up_per_round=0, bytes_down_per_round=0,
                      local_steps=np.array([steps]), info={"pooled_data_bytes": int(pooled.numel()) * BYTES_PER_FLOAT},
-                     **curve.arrays())
+                     final_models=[model], **curve.arrays())
 
 
 def dp_noise_multiplier(cfg: FedConfig, weights: np.ndarray) -> float:
@@ -272,7 +293,7 @@ def run_parameter_sharing(method: str, fed: Federation, cfg: FedConfig, seed: in
         method, points_per_round=1, bytes_up_per_round=payload, bytes_down_per_round=payload,
         local_steps=total_steps, victim_params=local[0].astype(np.float32),
         dp_noise_multiplier=dp_noise_multiplier(cfg, weights) if method == "dpfedavg" else None,
-        **curve.arrays(),
+        final_models=[global_model], **curve.arrays(),
     )
 
 

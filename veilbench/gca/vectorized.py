@@ -164,5 +164,5 @@ def run_parameter_sharing_vectorized(method: str, fed: Federation, cfg: FedConfi
         method, points_per_round=1, bytes_up_per_round=payload, bytes_down_per_round=payload, local_steps=total,
         victim_params=local[0].astype(np.float32),
         dp_noise_multiplier=dp_noise_multiplier(cfg, weights) if method == "dpfedavg" else None,
-        **curve.arrays(),
+        final_models=[global_model], **curve.arrays(),
     )

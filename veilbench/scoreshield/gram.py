@@ -27,7 +27,7 @@ import numpy as np
 from veilbench.privacy.audit import AuditResult, epsilon_lower_bound
 from veilbench.privacy.calibration import calibrate_sigma
 from veilbench.scoreshield.newton import nearest_correlation_newton
-from veilbench.scoreshield.projectors import Projection, aap, clip_only, dykstra, eigclip_rescale, sym
+from veilbench.scoreshield.projectors import Projection, aap, check_gram, clip_only, dykstra, eigclip_rescale, sym
 from veilbench.scoreshield.sensitivity import gram_record_sensitivity, worst_case_gram_pair
 from veilbench.validation import ValidationError, as_rng, check_epsilon_delta, check_in_range, check_unit_rows
 
@@ -44,6 +44,22 @@ def cosine_gram(x: np.ndarray) -> np.ndarray:
     """G = X Xᵀ (n × n) of unit rows X (n × d); rows must already have unit norm."""
     arr = check_unit_rows(x, "x")
     return np.clip(sym(arr @ arr.T), -1.0, 1.0)
+
+
+def spectral_embedding(gram: np.ndarray, k: int) -> np.ndarray:
+    r"""E = V_k diag(√max(λ_k, 0)) (n × min(k, n)) from the top-k eigenpairs of sym(Ĝ) (n × n).
+
+    The analyst's record coordinates for a released Gram (cross-family protocol): for a PSD Ĝ of
+    rank ≤ k, E Eᵀ = Ĝ exactly; negative eigenvalues of an unprojected G̃ contribute zero columns.
+    Columns are ordered by decreasing eigenvalue.
+    """
+    g = check_gram(gram, "gram")
+    if int(k) < 1:
+        raise ValidationError(f"k: must be ≥ 1, got {k}")
+    k = min(int(k), g.shape[0])
+    lam, vec = np.linalg.eigh(g)
+    top = np.arange(g.shape[0] - 1, g.shape[0] - 1 - k, -1)  # eigh sorts ascending
+    return vec[:, top] * np.sqrt(np.maximum(lam[top], 0.0))
 
 
 def symmetric_gaussian(

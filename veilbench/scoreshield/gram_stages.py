@@ -15,6 +15,7 @@ clean off-diagonal similarities (``utility_similarity_spearman``; 0 when the rel
 from __future__ import annotations
 
 import time
+from functools import lru_cache
 
 import numpy as np
 
@@ -22,11 +23,19 @@ from veilbench.families.base import StageInputs, StageOutput
 from veilbench.metrics.clustering import clustering_agreement, spectral_clustering_from_gram
 from veilbench.metrics.retrieval import rank_items, thresholded_topk
 from veilbench.metrics.verification import pair_scores
+from veilbench.privacy.audit import AuditResult
 from veilbench.scoreshield.baselines import embedding_noise_gram, embedding_noise_sigma, identity_gram
 from veilbench.scoreshield.cf import Ratings, cf_metrics, item_embeddings, load_movielens
-from veilbench.scoreshield.gram import PROJECTORS, GaussianGramMechanism, audit_gram_release, cosine_gram
+from veilbench.scoreshield.gram import (
+    PROJECTORS,
+    GaussianGramMechanism,
+    audit_gram_release,
+    cosine_gram,
+    spectral_embedding,
+)
 from veilbench.scoreshield.params import Params, stream, unit_rows
 from veilbench.scoreshield.projectors import feasibility
+from veilbench.scoreshield.risk import noisy_expected_frobenius_sq, predicted_frobenius_sq
 from veilbench.scoreshield.tasks import (
     audit_info,
     privacy_from_attack,
@@ -39,6 +48,8 @@ from veilbench.scoreshield.vector import audit_score_release
 from veilbench.validation import check_array, check_labels
 
 AUDIT_RECORDS = 6
+XFAM_TRAIN_FRACTION = 0.7
+GAUSSIAN_RELEASES = ("noisy", *PROJECTORS)
 
 
 def _ratings(arrays: dict) -> Ratings:
@@ -146,7 +157,42 @@ def integrate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
     n_clusters = params.n_clusters or int(np.unique(y).size)
     clusters = spectral_clustering_from_gram(g, min(n_clusters, g.shape[0]), seed=int(rng.integers(2**31)))
     info = {"k": k, "tiebreak": params.tiebreak, "n_clusters": n_clusters, "affinity": "(1 + G)/2 clipped to [0, 1]"}
-    return StageOutput(arrays={"topk": topk, "ranking": ranking, "clusters": clusters}, info=info)
+    xfam = crossfamily_arrays(g, clean_records(inputs, rel, params), y, seed)
+    info["xfam_embedding_dim"] = int(xfam["xfam_attack_rep"].shape[1])
+    return StageOutput(arrays={"topk": topk, "ranking": ranking, "clusters": clusters, **xfam}, info=info)
+
+
+def crossfamily_arrays(gram: np.ndarray, x: np.ndarray, labels: np.ndarray, seed: int) -> dict[str, np.ndarray]:
+    """The ``xfam_*`` arrays of a released Gram ``gram`` (n × n) of unit records ``x`` (n × d).
+
+    Attack: E = :func:`spectral_embedding` (Ĝ, d) (n × min(d, n)), group 0, index 0..n − 1, pool x.
+    Utility: E's rows and ``labels`` split into a seeded ⌊0.7 n⌉ train / rest test.
+    """
+    n = gram.shape[0]
+    emb = spectral_embedding(gram, x.shape[1])
+    order = stream(seed, "xfam").permutation(n)
+    n_train = int(round(XFAM_TRAIN_FRACTION * n))
+    tr, te = np.sort(order[:n_train]), np.sort(order[n_train:])
+    y = np.asarray(labels, dtype=np.int64)
+    return {
+        "xfam_attack_rep": emb,
+        "xfam_attack_group": np.zeros(n, dtype=np.int64),
+        "xfam_attack_index": np.arange(n, dtype=np.int64),
+        "xfam_pool": np.asarray(x, dtype=np.float64),
+        "xfam_utility_rep_train": emb[tr],
+        "xfam_utility_y_train": y[tr],
+        "xfam_utility_rep_test": emb[te],
+        "xfam_utility_y_test": y[te],
+    }
+
+
+@lru_cache(maxsize=256)
+def _noisy_gram_audit(epsilon: float, delta: float, adjacency: str, sensitivity: float, calibrator: str,
+                      n_releases: int, seed: int, alpha: float) -> AuditResult:
+    """The audit of G̃ (a pure function of these options): cells that differ only in the projector
+    (post-processing) share it instead of recomputing it."""
+    mech = GaussianGramMechanism(epsilon, delta, adjacency, sensitivity, calibrator)
+    return audit_gram_release(mech, AUDIT_RECORDS, n_releases, seed, alpha)
 
 
 def attack(inputs: StageInputs, params: Params, seed: int) -> tuple[float, dict]:
@@ -163,9 +209,23 @@ def attack(inputs: StageInputs, params: Params, seed: int) -> tuple[float, dict]
         res = audit_score_release(fn, params.delta, params.audit_releases, audit_seed, params.audit_alpha)
         what = "embedding coordinate along the flipped row, +1 vs -1" if sigma else "clean Gram entry +1 vs -1"
     else:
-        res = audit_gram_release(mechanism(params), AUDIT_RECORDS, params.audit_releases, audit_seed, params.audit_alpha)
+        res = _noisy_gram_audit(params.epsilon, params.delta, params.adjacency, params.gram_sensitivity,
+                                params.calibrator, params.audit_releases, audit_seed, params.audit_alpha)
         what = f"noisy Gram of {AUDIT_RECORDS}+ worst-case records, statistic <G~, dG>/|dG|_F"
     return res.epsilon_lower_bound, {"audited": what, **audit_info(res)}
+
+
+def risk_metrics(released: np.ndarray, clean: np.ndarray, params: Params) -> dict[str, float]:
+    """``risk_frobenius_sq`` = ‖Ĝ − G‖_F² and, for Gaussian releases, the spec's predictions at the cell's σ, n."""
+    n = clean.shape[0]
+    out = {"risk_frobenius_sq": float(np.sum((released - clean) ** 2))}
+    if params.mechanism in GAUSSIAN_RELEASES:
+        sigma = mechanism(params).sigma_for(n)
+        out["risk_noisy_expected_frobenius_sq"] = noisy_expected_frobenius_sq(sigma, n)
+        predicted = predicted_frobenius_sq(params.mechanism, sigma, n)
+        if predicted is not None:
+            out["risk_predicted_frobenius_sq"] = predicted
+    return out
 
 
 def evaluate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
@@ -182,6 +242,7 @@ def evaluate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
     clean = cosine_gram(clean_records(inputs, rel, params))
     metrics["utility_similarity_spearman"] = similarity_spearman(g, clean)
     metrics["utility_gram_mse"] = float(np.mean((g - clean) ** 2))
+    metrics.update(risk_metrics(g, clean, params))
     metrics["reference_identity_gram_mse"] = float(np.mean((np.eye(g.shape[0]) - clean) ** 2))
     metrics.update({f"release_{k}": v for k, v in feasibility(g).as_dict().items()})
     if "ratings_train" in rel:

@@ -18,7 +18,7 @@ GRAM_MECHANISMS = ("clean", "noisy", "identity", "embedding_noise", "aap", "dyks
 
 # Stage-specific random streams derived from the cell seed (stages never share random numbers;
 # the subsample and the noise do not depend on the mechanism, so cells are paired by seed).
-_STREAM = {"release": 1, "integrate": 2, "attack": 3, "subsample": 4}
+_STREAM = {"release": 1, "integrate": 2, "attack": 3, "subsample": 4, "xfam": 5}
 
 
 class Params(FamilyParams):

@@ -5,10 +5,20 @@ G̃ and for a projection of it, and the log–log slope d log R / d log n is fit
 squares. Predicted exponents (exact projection, spec §4.3): under record adjacency the naive
 risk is Θ(n³) and the projected one O(n²); under output-space adjacency Θ(n²) and O(n^{3/2})
 (approached slowly; lower for low-rank G).
+
+Per-cell predictions (spec §4.1, §4.3), computed from the cell's σ and n, for the pipeline's
+``risk_*`` metrics (all unnormalised squared Frobenius norms over the n × n matrix):
+
+* naive release: E‖sym(Z)‖_F² = σ² n(n + 1)/2 exactly (diagonal variance σ², off-diagonal σ²/2);
+* exact metric projection (Newton, Dykstra): the global bound 2σ·𝒢(E_n) with
+  𝒢(E_n) ≈ n·E λ_max(W) ≈ √2·n^{3/2} (W = sym(Z)/σ), i.e. 2√2·σ·n^{3/2}. With σ ∝ √(n − 1)
+  under record adjacency this is Θ(n²); under output adjacency (σ fixed) Θ(n^{3/2}). AAP, clip
+  and eigen-clip are not metric projections and have no such prediction.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,6 +30,32 @@ PREDICTED_SLOPES: dict[str, dict[str, float]] = {
     "record": {"noisy": 3.0, "projected": 2.0},
     "output": {"noisy": 2.0, "projected": 1.5},
 }
+
+
+EXACT_PROJECTORS: tuple[str, ...] = ("newton", "dykstra")
+
+
+def noisy_expected_frobenius_sq(sigma: float, n: int) -> float:
+    """E‖G̃ − G‖_F² = σ² n(n + 1)/2 for G̃ = G + sym(Z), Z_ij ~ N(0, σ²) (spec §4.3, naive row)."""
+    return float(sigma) ** 2 * n * (n + 1) / 2.0
+
+
+def projection_global_bound_frobenius_sq(sigma: float, n: int) -> float:
+    """2σ·𝒢(E_n) ≈ 2√2·σ·n^{3/2}: the spec's global bound on E‖P_{E_n}(G̃) − G‖_F² (§4.1, §4.3)."""
+    return 2.0 * math.sqrt(2.0) * float(sigma) * n**1.5
+
+
+def predicted_frobenius_sq(mechanism: str, sigma: float, n: int) -> float | None:
+    """The spec's predicted E‖Ĝ − G‖_F² for ``mechanism`` at noise σ and n records.
+
+    ``"noisy"``: the exact naive risk; an exact projection (:data:`EXACT_PROJECTORS`): the global
+    bound; any other release: ``None`` (the theory does not cover it).
+    """
+    if mechanism == "noisy":
+        return noisy_expected_frobenius_sq(sigma, n)
+    if mechanism in EXACT_PROJECTORS:
+        return projection_global_bound_frobenius_sq(sigma, n)
+    return None
 
 
 @dataclass(frozen=True)
