@@ -355,7 +355,8 @@ def report(params_path: str | Path | None = None, root: Path | None = None) -> P
         atomic_write_text(reports / "tables" / "claims.csv", pd.DataFrame(claim_rows).to_csv(index=False))
     from tasks.crossfamily_report import crossfamily_section
 
-    lines += crossfamily_section(rows, reports)
+    shown = set(cfg.report.crossfamily_sweeps)
+    lines += crossfamily_section([r for r in rows if not shown or r["sweep"] in shown], reports)
     from veilbench.gca.communication import write_communication_csv
 
     write_communication_csv(reports / "gca" / "communication.csv")

@@ -139,3 +139,10 @@ def test_claims_read_frontier_slopes_marks_and_scale_by_a_factor() -> None:
 def test_frontier_references_are_checked(ref: dict, message: str) -> None:
     with pytest.raises(ValidationError, match=message):
         _claims_cfg([_claim(ours=ref)])
+
+
+def test_crossfamily_sweeps_must_exist() -> None:
+    raw = tiny_params()
+    raw["report"]["crossfamily_sweeps"] = ["ss", "missing"]
+    with pytest.raises(ValidationError, match="report.crossfamily_sweeps: 'missing'"):
+        validate_config(raw)

@@ -208,6 +208,9 @@ class ReportConfig(_Strict):
     columns: dict[str, list[str]] = Field(
         default_factory=dict, description="family → metrics shown in index.md (default: all; tables/ hold all)")
     claims: list[ClaimConfig] = Field(default_factory=list, description="the paper vs ours table")
+    crossfamily_sweeps: list[str] = Field(
+        default_factory=list, description="sweeps shown in the cross-family view (default: every sweep whose cells "
+                                          "emit the cross-family metrics)")
 
 
 class Config(_Strict):
@@ -231,6 +234,9 @@ class Config(_Strict):
         for name, sweep in self.sweeps.items():
             if sweep.embedding not in self.embeddings:
                 problems.append(f"sweeps.{name}.embedding: {sweep.embedding!r} is not in embeddings ({sorted(self.embeddings)})")
+        for sweep in self.report.crossfamily_sweeps:
+            if sweep not in self.sweeps:
+                problems.append(f"report.crossfamily_sweeps: {sweep!r} is not in sweeps ({sorted(self.sweeps)})")
         frontiers = {f.name: f for f in self.report.frontiers}
         for i, claim in enumerate(self.report.claims):
             refs = [("ours", claim.ours)] + ([("than", claim.than)] if not isinstance(claim.than, float | int) else [])
