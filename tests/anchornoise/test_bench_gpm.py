@@ -2,23 +2,13 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.benchmark_run import ROOT, run_quick
 
 
 def test_quick_benchmark_schema(tmp_path):
-    out = tmp_path / "gpm.json"
-    env = os.environ | {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "bench_gpm.py"), "--quick", "--out", str(out)],
-        check=True, cwd=ROOT, env=env, capture_output=True, timeout=120,
-    )
-    report = json.loads(out.read_text())
+    report = run_quick("bench_gpm.py", "--out", tmp_path / "gpm.json", timeout=120)
     assert report["benchmark"] == "gpm" and report["mode"] == "quick"
     rows = report["rows"]
     assert rows and all(set(r) == {"solver", "m", "r", "d", "v", "iterations", "seconds", "objective"} for r in rows)

@@ -2,24 +2,12 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.benchmark_run import run_quick
 METHODS = {"mpp", "gep", "odc", "lki", "nki", "nki_tsl", "nki_tsl_center", "nki_nystrom"}
 
 
 def test_quick_benchmark_schema(tmp_path):
-    out = tmp_path / "integration_scaling.json"
-    env = os.environ | {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "bench_integration_scaling.py"), "--quick", "--output", str(out)],
-        check=True, cwd=ROOT, env=env, capture_output=True, timeout=300,
-    )
-    report = json.loads(out.read_text())
+    report = run_quick("bench_integration_scaling.py", "--output", tmp_path / "integration_scaling.json", timeout=300)
     assert report["benchmark"] == "integration_scaling"
     assert {r["method"] for r in report["rows"]} == METHODS
     for row in report["rows"]:
