@@ -24,6 +24,7 @@ def test_quick_benchmark_schema(tmp_path):
         assert cell["fewer_iterations"] == (g["iterations"] < a["iterations"])
         assert cell["same_or_better_objective"] == (g["objective"] >= a["objective"] * (1 - 1e-9))
     assert summary["both"] == sum(c["fewer_iterations"] and c["same_or_better_objective"] for c in summary["per_cell"])
+    assert len(summary["failing_cells"]) == summary["cells"] - summary["both"]
 
 
 def test_summary_flags_a_worse_objective_and_more_iterations():
@@ -36,5 +37,9 @@ def test_summary_flags_a_worse_objective_and_more_iterations():
     s = summarize([row("gpm", 5, 99.0), row("alternating", 1, 100.0)])
     assert s["per_cell"][0]["objective_relative_gain"] == -0.01
     assert (s["same_or_better_objective"], s["fewer_iterations"], s["both"]) == (0, 0, 0)
+    assert [(c["iterations_gpm"], c["iterations_alternating"]) for c in s["failing_cells"]] == [(5, 1)]
     s = summarize([row("gpm", 2, 100.0), row("alternating", 3, 100.0 + 1e-8)])
     assert (s["same_or_better_objective"], s["fewer_iterations"], s["both"]) == (1, 1, 1)
+    assert s["failing_cells"] == []
+    s = summarize([row("gpm", 3, 100.0), row("alternating", 3, 100.0)])  # a tie in iterations fails
+    assert (s["same_or_better_objective"], s["fewer_iterations"], len(s["failing_cells"])) == (1, 0, 1)

@@ -9,18 +9,26 @@ from veilbench.anchornoise.alternating import AlternatingProcrustes
 from veilbench.anchornoise.gpm import (
     CERTIFICATE_TOL,
     GeneralizedPowerMethod,
+    RelaxationSchedule,
+    block_sweep,
     center_anchors,
     certificate,
+    certificate_matrix,
+    consensus_rate,
+    escape_direction,
     objective,
+    polar,
     polar_step,
     power_iterations,
     random_init,
     rotation_error,
     spectral_init,
+    staircase_escape,
     template,
+    young_omega,
 )
 from veilbench.anchornoise.studies import synthetic_anchor_uploads
-from veilbench.linalg.procrustes import haar_orthogonal
+from veilbench.linalg.procrustes import haar_orthogonal, polar_factor
 from veilbench.validation import ValidationError
 
 
@@ -54,7 +62,7 @@ def test_certificate_rejects_a_non_optimal_point(release_factory):
 @pytest.mark.parametrize("v", [0.3, 1.2, 3.0])
 def test_objective_is_monotone_and_solution_stationary(release_factory, v):
     _, _, _, _, rel = release_factory("aa", v=v, m=4, d=6, r=30, seed=2)
-    gpm = GeneralizedPowerMethod(max_iter=200).fit(rel.B)
+    gpm = GeneralizedPowerMethod(max_iter=200, escape=False).fit(rel.B)  # one run: one monotone trace
     trace = gpm.objective_trace_
     assert trace.size == gpm.n_iter_ + 1
     assert np.all(np.diff(trace) >= -1e-12 * trace[-1])
@@ -129,6 +137,7 @@ def test_objective_matches_quadratic_form(release_factory):
         (GeneralizedPowerMethod(), np.ones((2, 3, 4)), "B"),
         (GeneralizedPowerMethod(init="ones"), np.ones((2, 6, 4)), "init"),
         (GeneralizedPowerMethod(template="median"), np.ones((2, 6, 4)), "template"),
+        (GeneralizedPowerMethod(update="sor"), np.ones((2, 6, 4)), "update"),
         (GeneralizedPowerMethod(tol=0.0), np.ones((2, 6, 4)), "tol"),
         (AlternatingProcrustes(max_iter=0), np.ones((2, 6, 4)), "max_iter"),
         (AlternatingProcrustes(tol_rotation=-1.0), np.ones((2, 6, 4)), "tol_rotation"),
@@ -159,9 +168,207 @@ def test_two_participant_iteration_can_stall_in_the_wrong_reflection_component()
     # the benchmark cell (m, r, d, v/s_A) = (2, 100, 16, 0.14) that motivated the closed form
     B, _, _ = synthetic_anchor_uploads(2, 100, 16, 0.14 * np.sqrt(100), 0)
     Bbar, _ = center_anchors(B)
-    R, trace, _, _ = power_iterations(Bbar, spectral_init(Bbar), 1e-10, 1e-8, 500)
+    R, trace, _, _ = power_iterations(Bbar, spectral_init(Bbar, hollow=False), 1e-10, 1e-8, 500)
     exact = GeneralizedPowerMethod().fit(B)
     assert trace[-1] < exact.objective_trace_[-1] * (1 - 1e-4)
     assert certificate(Bbar, R) < -1e-3
     sign = np.linalg.det(R[1] @ R[0].T) * np.linalg.det(exact.rotations_[1] @ exact.rotations_[0].T)
     assert sign == pytest.approx(-1.0)
+
+
+def _hard_instance(m=4, r=24, d=6, v_rel=0.6, seed=3):
+    B, O, _ = synthetic_anchor_uploads(m, r, d, v_rel * np.sqrt(r), seed)
+    return center_anchors(B)[0], O
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_block_update_is_the_exact_block_maximiser(seed):
+    Bbar, _ = _hard_instance(seed=seed)
+    rng = np.random.default_rng(seed)
+    R = random_init(4, 6, rng)
+    for i in range(4):
+        T_minus = template(Bbar, R) - Bbar[i] @ R[i]
+        G = Bbar[i].T @ T_minus
+
+        def f_block(Q, i=i):
+            Rq = R.copy()
+            Rq[i] = Q
+            return objective(Bbar, Rq)
+
+        # f(R_i) = ‖B̄_i‖² + ‖T_{-i}‖² + 2 tr(R_iᵀ G_i): linear in R_i
+        q = haar_orthogonal(6, rng)
+        assert f_block(q) == pytest.approx(np.sum(Bbar[i] ** 2) + np.sum(T_minus**2) + 2 * np.sum(q * G), rel=1e-12)
+        best = f_block(polar_factor(G))
+        assert best >= f_block(R[i]) * (1 - 1e-12)
+        assert all(best >= f_block(haar_orthogonal(6, rng)) for _ in range(50))
+        # small perturbations of the maximiser along O(d) do not improve it either
+        for _ in range(20):
+            k = rng.normal(size=(6, 6)) * 1e-3
+            assert best >= f_block(polar_factor(G) @ polar_factor(np.eye(6) + k - k.T)) * (1 - 1e-13)
+
+
+@pytest.mark.parametrize("omega", [1.0, 1.5, 1.9, 3.0])
+def test_over_relaxed_sweeps_never_lower_the_objective(omega):
+    rng = np.random.default_rng(7)
+    for seed in range(3):
+        Bbar, _ = _hard_instance(seed=seed, v_rel=[0.1, 0.6, 2.0][seed])
+        R = random_init(4, 6, rng)
+        T = template(Bbar, R)
+        f = [float(np.sum(T**2))]
+        for _ in range(15):
+            R, T = block_sweep(Bbar, R, T, omega)
+            f.append(float(np.sum(T**2)))
+            np.testing.assert_allclose(T, template(Bbar, R), atol=1e-9)  # the in-place template stays exact
+        assert np.all(np.diff(f) >= -1e-12 * f[-1])
+        np.testing.assert_allclose(np.einsum("mij,mkj->mik", R, R), np.broadcast_to(np.eye(6), R.shape), atol=1e-10)
+
+
+def test_the_safeguard_rejects_an_over_relaxed_block_that_would_lower_the_objective():
+    # ω = 3 (outside the schedule's range) overshoots near a block optimum: find a state (after a few
+    # ω = 1 sweeps from random starts) whose unguarded first block lowers f
+    rng = np.random.default_rng(11)
+    Bbar, _ = _hard_instance(seed=1)
+    for _ in range(50):
+        R = random_init(4, 6, rng)
+        R = block_sweep(Bbar, R, template(Bbar, R))[0]
+        G = Bbar[0].T @ (template(Bbar, R) - Bbar[0] @ R[0])
+        over = polar_factor(R[0] + 3.0 * (polar_factor(G) - R[0]))
+        if np.sum(over * G) < np.sum(R[0] * G):
+            break
+    else:
+        pytest.fail("no overshooting state found")
+    unguarded = R.copy()
+    unguarded[0] = over
+    assert objective(Bbar, unguarded) < objective(Bbar, R)
+    R1, T1 = block_sweep(Bbar, R, template(Bbar, R), 3.0)
+    assert objective(Bbar, R1) >= objective(Bbar, R)
+
+
+def test_noiseless_optimum_is_a_fixed_point_of_the_sweep_and_certified(release_factory):
+    _, _, _, _, rel = release_factory("aa", v=0.0, m=4, d=5, r=30, seed=3)
+    Bbar, _ = center_anchors(rel.B)
+    R0 = spectral_init(Bbar)  # hollowed start: exact at v = 0
+    assert rotation_error(R0, rel.O) < 1e-12
+    for omega in (1.0, 1.7):
+        R, T = block_sweep(Bbar, R0, template(Bbar, R0), omega)
+        np.testing.assert_allclose(R, R0, atol=1e-12)
+    assert certificate(Bbar, R) >= -CERTIFICATE_TOL
+    assert objective(Bbar, R) == pytest.approx(4**2 * 30 * 5, rel=1e-12)
+
+
+@pytest.mark.parametrize("m", [3, 4, 16])
+def test_consensus_rate_is_the_sweep_rate_near_a_noiseless_optimum(m):
+    # v = 0, R_i = P(I + ε(K_i − K_iᵀ))·O_iᵀ: the objective gap of ω = 1 sweeps shrinks like ρ_m² per
+    # sweep (geometric mean over sweeps 2…6: ρ_m has a complex pair for m > 3, so single ratios oscillate)
+    B, O, _ = synthetic_anchor_uploads(m, 20, 3, 0.0, 4)
+    Bbar, _ = center_anchors(B)
+    rng = np.random.default_rng(m)
+    R = np.stack([polar_factor(np.eye(3) + 3e-2 * (k - k.T)) @ o.T for k, o in zip(rng.normal(size=(m, 3, 3)), O)])
+    f_star = m**2 * 20 * 3  # ‖Σ_j A Q‖² with ‖A‖² = s_A² d = r d
+    T = template(Bbar, R)
+    gaps = []
+    for _ in range(6):
+        R, T = block_sweep(Bbar, R, T)
+        gaps.append(f_star - float(np.sum(T**2)))
+    assert (gaps[5] / gaps[1]) ** (1 / 8) == pytest.approx(consensus_rate(m), rel=0.1)
+
+
+def test_consensus_rate_and_young_omega_closed_forms():
+    # m = 2: one block update aligns the pair exactly; Young: ω* = 1 at μ = 0, → 2 as μ → 1
+    assert consensus_rate(2) == pytest.approx(0.0, abs=1e-12)
+    assert all(0 < consensus_rate(m) < 0.2 for m in (3, 5, 16))
+    assert young_omega(0.0) == 1.0 and young_omega(0.99) == pytest.approx(2 / 1.1)
+    # at ω*, the two roots λ of (λ + ω − 1)² = λ ω² μ² coincide at λ = ω* − 1
+    for mu2 in (0.3, 0.9, 0.999):
+        w = young_omega(mu2)
+        lam = np.roots([1.0, 2 * (w - 1) - w**2 * mu2, (w - 1) ** 2])
+        np.testing.assert_allclose(lam.real, w - 1, rtol=1e-6, atol=1e-6)
+
+
+def test_schedule_switches_only_past_the_consensus_rate_then_applies_young():
+    rho = consensus_rate(4)
+    fast = RelaxationSchedule(4)
+    gains = []
+    for t in range(1, 8):  # Jacobi gains shrinking faster than ρ_4²: stay Jacobi
+        gains.append((0.5 * rho) ** (2 * t))
+        fast.update(t, gains)
+    assert fast.omega is None
+    slow = RelaxationSchedule(4)
+    lam = 0.9
+    gains = []
+    # steady rate λ = 0.9 > ρ_4: switch at t = 2, then ω = 2/(1 + √(1 − λ)), since Young's relation
+    # (λ + ω − 1)² = λω²μ² gives μ² = λ at ω = 1
+    for t in range(1, 7):
+        gains.append(lam ** (2 * t))
+        slow.update(t, gains)
+        if t == 2:
+            assert slow.omega == 1.0
+    assert slow.omega == pytest.approx(min(young_omega(lam), 1.9))
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_adaptive_schedule_is_monotone_and_faster_past_the_phase_transition(seed):
+    Bbar, _ = _hard_instance(m=5, r=40, d=8, v_rel=0.3, seed=seed)
+    R0 = spectral_init(Bbar)
+    _, jac, n_jac, _ = power_iterations(Bbar, R0, 1e-10, 1e-8, 400)
+    _, ada, n_ada, ok = power_iterations(Bbar, R0, 1e-10, 1e-8, 400, adaptive=True)
+    assert ok and np.all(np.diff(ada) >= -1e-12 * ada[-1])
+    assert n_ada < n_jac
+    gpm = GeneralizedPowerMethod(max_iter=400, escape=False).fit(Bbar)
+    np.testing.assert_allclose(gpm.objective_trace_, ada, rtol=1e-12)  # centered input: same run
+    assert GeneralizedPowerMethod(max_iter=400, update="jacobi", escape=False).fit(Bbar).n_iter_ == n_jac
+
+
+def _uncertified_run(seed):
+    Bbar, _ = _hard_instance(seed=seed)
+    first = GeneralizedPowerMethod(max_iter=400, escape=False).fit(Bbar)
+    assert first.converged_ and not first.certified_
+    return Bbar, first
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_escape_direction_is_a_second_order_ascent_of_the_lifted_problem(seed):
+    Bbar, first = _uncertified_run(seed)
+    R = first.rotations_
+    cert, u = escape_direction(Bbar, R)
+    assert cert == pytest.approx(first.certificate_, rel=1e-9) and np.sum(u**2) == pytest.approx(1.0)
+    lam_min = np.linalg.eigvalsh(certificate_matrix(Bbar, R))[0]
+    for eps in (1e-3, 1e-2):
+        Y = np.stack([polar(np.column_stack([ri, eps * ui])) for ri, ui in zip(R, u)])  # blocks in St(d, d+1)
+        np.testing.assert_allclose(np.einsum("mip,mjp->mij", Y, Y), np.broadcast_to(np.eye(6), (4, 6, 6)), atol=1e-12)
+        # f(Y(ε)) − f(S) = −ε² uᵀ(Λ − C)u + O(ε³) = ε² |λ_min|
+        gain = objective(Bbar, Y) - objective(Bbar, R)
+        assert gain / eps**2 == pytest.approx(-lam_min, rel=10 * eps)
+
+
+def test_escape_never_returns_a_worse_point_and_counts_its_iterations():
+    gains = []
+    for seed in range(4):
+        Bbar, first = _uncertified_run(seed)
+        gpm = GeneralizedPowerMethod(max_iter=400).fit(Bbar)
+        assert gpm.escaped_ and gpm.n_iter_ > first.n_iter_
+        assert gpm.objective_trace_.shape == (gpm.n_iter_ + 1,)
+        np.testing.assert_allclose(gpm.objective_trace_[: first.n_iter_ + 1], first.objective_trace_, rtol=1e-12)
+        assert gpm.objective_ == pytest.approx(objective(Bbar, gpm.rotations_), rel=1e-12)
+        assert gpm.objective_ >= first.objective_ * (1 - 1e-12)
+        np.testing.assert_allclose(np.einsum("mij,mkj->mik", gpm.rotations_, gpm.rotations_),
+                                   np.broadcast_to(np.eye(6), (4, 6, 6)), atol=1e-10)
+        gains.append(gpm.objective_ / first.objective_ - 1)
+    assert max(gains) > 1e-4  # the lift reaches a better local maximum on some instance
+
+
+def test_escape_is_skipped_when_certified_or_out_of_budget(release_factory):
+    _, _, _, _, rel = release_factory("aa", v=0.3, m=4, d=6, r=60, seed=4)
+    assert not GeneralizedPowerMethod().fit(rel.B).escaped_  # certified: nothing to escape
+    Bbar, first = _uncertified_run(0)
+    # fewer than n/2 iterations left after the n of the first run: no escape
+    tight = GeneralizedPowerMethod(max_iter=first.n_iter_ + (first.n_iter_ - 1) // 2).fit(Bbar)
+    assert not tight.escaped_ and tight.n_iter_ == first.n_iter_
+    roomy = GeneralizedPowerMethod(max_iter=first.n_iter_ + (first.n_iter_ + 1) // 2).fit(Bbar)
+    assert roomy.escaped_ and roomy.n_iter_ <= roomy.max_iter
+    assert roomy.objective_trace_.shape == (roomy.n_iter_ + 1,) and roomy.objective_ >= first.objective_ * (1 - 1e-12)
+    # a budget of one iteration: the lifted run is cut, its rounding is returned unrefined
+    u = escape_direction(Bbar, first.rotations_)[1]
+    R, trace, n, converged = staircase_escape(Bbar, first.rotations_, u, 1e-10, 1e-8, 1)
+    assert (len(trace), n, converged) == (2, 1, False)
+    np.testing.assert_allclose(np.einsum("mij,mkj->mik", R, R), np.broadcast_to(np.eye(6), (4, 6, 6)), atol=1e-10)

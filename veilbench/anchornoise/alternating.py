@@ -5,8 +5,9 @@ Start from the first configuration as template, :math:`R_i^0 = \mathcal P(\bar B
 :math:`T = \frac1m\sum_j \bar B_j R_j`, and re-solve each orthogonal Procrustes problem
 :math:`R_i = \mathcal P(\bar B_i^\top T)`; same stop rule and objective as
 :class:`~veilbench.anchornoise.gpm.GeneralizedPowerMethod` (issue 6 "Performance"). The two
-solvers differ only in the start (first configuration vs. spectral), which is what the
-benchmark ``benchmarks/bench_gpm.py`` measures.
+solvers share this Jacobi update and stop rule; the GPM differs in its start (hollowed spectral), its
+adaptive schedule (over-relaxed block-coordinate sweeps past the phase transition) and its escape
+step, which is what the benchmark ``benchmarks/bench_gpm.py`` measures.
 """
 
 from __future__ import annotations

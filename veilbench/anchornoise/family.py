@@ -15,7 +15,8 @@ source). Assumptions (spec [assume] items, all configurable through :class:`Para
   alignment map;
 * anchor A: centered, orthogonal columns of norm s_A = √r (``anchor_scale="sqrt_r"``), r = 200;
   Ψ_i ~ N(0, 5² I); Haar O_i; each participant's randomness is its own stream;
-* alignment: anchor centering then the GPM (spectral start, full template, relative objective
+* alignment: anchor centering then the GPM (hollowed spectral start, adaptive Jacobi / over-relaxed
+  block-coordinate schedule with the staircase escape step, full template, relative objective
   tolerance 1e-10, rotation step 1e-8, 1000 iterations, certificate with threshold
   max(1e-9, 100·tol), see :mod:`~veilbench.anchornoise.gpm`); C-GDP / I-GDP are not aligned;
 * attacks: colluders are participants 0 … n_colluders−1; MP, OP, AMC (two variants each for MP
@@ -100,6 +101,8 @@ class Params(FamilyParams):
     classifier: Literal["logreg", "mlp"] = "logreg"
     gpm_init: Literal["spectral", "random"] = "spectral"
     gpm_template: Literal["full", "leave_one_out"] = "full"
+    gpm_update: Literal["adaptive", "jacobi"] = "adaptive"
+    gpm_escape: bool = True
     gpm_tol: float = Field(1e-10, gt=0.0, lt=1.0)
     gpm_tol_rotation: float = Field(1e-8, ge=0.0)
     gpm_max_iter: int = Field(1000, ge=1, le=100_000)
@@ -209,6 +212,8 @@ def integrate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
         max_iter=params.gpm_max_iter,
         init=params.gpm_init,
         template=params.gpm_template,
+        update=params.gpm_update,
+        escape=params.gpm_escape,
         certify=params.gpm_certify,
         seed=stream(seed, ANALYST_STREAM),
     ).fit(rel["B"])
