@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from prefect import flow
@@ -24,6 +26,29 @@ STAGE_KEYS: dict[str, tuple[str, str]] = {
 }
 
 
+def cell_threads() -> int:
+    """How many cells of a stage run at once in worker threads: ``$VEILBENCH_CELL_THREADS``,
+    default 2 (the reference machine's cores)."""
+    raw = os.environ.get("VEILBENCH_CELL_THREADS", "2")
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"VEILBENCH_CELL_THREADS: must be an integer ≥ 1, got {raw!r}")
+    return int(raw)
+
+
+@contextmanager
+def single_threaded_blas(threads: int) -> Iterator[None]:
+    """With cells running ``threads`` at a time, give each one BLAS/OpenMP thread (else two cells
+    with two BLAS threads each oversubscribe two cores; measured on the anchor-noise alignment:
+    37 s single-threaded vs 53 s with 2 BLAS threads, one cell at a time)."""
+    if threads <= 1:
+        yield
+        return
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1):
+        yield
+
+
 def run_cell_stage(stage: str, sweeps: list[str], params_path: str | None) -> list[str]:
     """Inside a flow: run ``stage`` for every cell of ``sweeps``, cells submitted to the flow's task
     runner (parallel under a Dask runner), then close each sweep. Returns the output folders."""
@@ -37,16 +62,19 @@ def make_stage_flow(stage: str, stage_task: Any = None) -> Callable[..., list[st
     """A flow running one stage for the given keys (default: every key of the stage's section):
     ``stage_task`` per dataset/embedding for prepare and embed, the sweep cell tasks otherwise.
 
-    Cells run one at a time by default (MLflow's fluent API keeps one active run per process);
-    ``flows.benchmark --workers N`` runs them in parallel processes through Dask."""
+    Cells run :func:`cell_threads` at a time in worker threads (MLflow keeps the active run per
+    thread; families with process-global state take turns, see :mod:`veilbench.families.base`),
+    each with single-threaded BLAS; ``flows.benchmark --workers N`` runs them in Dask processes."""
     section, _ = STAGE_KEYS[stage]
+    threads = cell_threads()
 
-    @flow(name=stage, log_prints=True, task_runner=ThreadPoolTaskRunner(max_workers=1))
+    @flow(name=stage, log_prints=True, task_runner=ThreadPoolTaskRunner(max_workers=threads))
     def stage_flow(keys: list[str] | None = None, params_path: str | None = None) -> list[str]:
         cfg = load_params(params_path)
         names = keys or list(getattr(cfg, section))
         if section == "sweeps":
-            return run_cell_stage(stage, names, params_path)
+            with single_threaded_blas(threads):
+                return run_cell_stage(stage, names, params_path)
         futures = [stage_task.submit(name, params_path) for name in names]
         return [str(f.result()) for f in futures]
 

@@ -24,7 +24,7 @@ def embed(embedding: str, params_path: str | Path | None = None, root: Path | No
     params = {"embedding": embedding, "seed": cfg.seed, **ecfg.model_dump()}
     tags = {"embedding": embedding, "dataset": ecfg.dataset, "method": ecfg.encoder}
     with stage_run(cfg.tracking.experiment, "embed", params, tags, root) as mlflow:
-        t0 = time.perf_counter()
+        started, t0 = time.time(), time.perf_counter()
         arrays, _ = read_bundle(prepare_dir(root, ecfg.dataset))
         if ecfg.encoder == "sentence":
             if "T_train" not in arrays:
@@ -40,7 +40,7 @@ def embed(embedding: str, params_path: str | Path | None = None, root: Path | No
             embed_dir(root, embedding),
             {"Z_train": Z_train, "Z_test": Z_test},
             {"stage": "embed", "embedding": embedding, "seed": cfg.seed, "params": params,
-             "info": {"seconds": time.perf_counter() - t0}},
+             "info": {"seconds": time.perf_counter() - t0, "started": round(started, 3)}},
         )
         mlflow.log_metrics({"dim": Z_train.shape[1]})
         mlflow.log_artifact(str(out / "manifest.json"))

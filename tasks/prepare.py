@@ -25,7 +25,7 @@ def prepare(dataset: str, params_path: str | Path | None = None, root: Path | No
     if dcfg.source in ("gaussian_mixture", "low_rank", "adult_like"):
         options.setdefault("seed", cfg.seed)
     params = {"dataset": dataset, "seed": cfg.seed, **dcfg.model_dump()}
-    t0 = time.perf_counter()
+    started, t0 = time.time(), time.perf_counter()
     # Load and validate the data before the MLflow run opens: a rejected file changes nothing.
     data = load_dataset(dcfg.source, **options)
     prepared = prepare_dataset(
@@ -42,7 +42,7 @@ def prepare(dataset: str, params_path: str | Path | None = None, root: Path | No
             prepare_dir(root, dataset),
             prepared.arrays(),
             {"stage": "prepare", "dataset": dataset, "seed": cfg.seed, "params": params, "description": data.description,
-             "info": {"seconds": time.perf_counter() - t0}},
+             "info": {"seconds": time.perf_counter() - t0, "started": round(started, 3)}},
         )
         mlflow.log_metrics({"n_train": prepared.X_train.shape[0], "n_test": prepared.X_test.shape[0], "n_features": prepared.X_train.shape[1]})
         mlflow.log_artifact(str(out / "manifest.json"))

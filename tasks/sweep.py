@@ -14,10 +14,12 @@ and ``reports/sweeps/<sweep>/metrics.json`` (cell → mean of each metric, for `
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
 import shutil
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,11 +30,11 @@ import numpy as np
 from tasks.common import load_params
 from tasks.paths import CELL_STAGES, embed_dir, prepare_dir, repo_root, sweep_dir, sweep_report_dir
 from tasks.progress import progress
-from tasks.tracking import fail_interrupted_runs, stage_run
+from tasks.tracking import fail_interrupted_runs, log_metrics_batch, stage_run
 from veilbench.config import Config, SweepConfig
 from veilbench.crossfamily import crossfamily_metrics
 from veilbench.families import get_family
-from veilbench.io import ARRAYS, load_npz, read_bundle, read_json, write_bundle, write_json
+from veilbench.io import ARRAYS, MANIFEST, read_bundle, read_json, write_bundle, write_json
 
 
 def _split_seed(arrays: dict[str, np.ndarray], seed: int) -> dict[str, np.ndarray]:
@@ -40,14 +42,40 @@ def _split_seed(arrays: dict[str, np.ndarray], seed: int) -> dict[str, np.ndarra
     return {k[len(prefix) :]: v for k, v in arrays.items() if k.startswith(prefix)}
 
 
-def _digest(path: Path) -> str:
-    """SHA-256 of the arrays in an ``.npz`` (names, dtypes, shapes, bytes): unlike the file bytes,
-    it does not change when identical arrays are written again (zip entries carry timestamps)."""
+def arrays_digest(arrays: dict[str, np.ndarray]) -> str:
+    """SHA-256 of named arrays (names, dtypes, shapes, bytes): unlike the bytes of an ``.npz``, it
+    does not change when identical arrays are written again (zip entries carry timestamps)."""
     h = hashlib.sha256()
-    for name, arr in sorted(load_npz(path).items()):
+    for name, arr in sorted(arrays.items()):
         h.update(f"{name}|{arr.dtype.str}|{arr.shape}".encode())
-        h.update(np.ascontiguousarray(arr).tobytes())
+        h.update(np.ascontiguousarray(arr).data)
     return h.hexdigest()
+
+
+#: :func:`arrays_digest` of bundles already read or written by this process, keyed by the
+#: (inode, size, mtime) of their two files: a sweep's outputs are inputs of three later stages.
+_DIGESTS: dict[tuple[tuple[int, int, int], ...], str] = {}
+
+
+def _stat_key(directory: Path) -> tuple[tuple[int, int, int], ...]:
+    stats = [(directory / name).stat() for name in (ARRAYS, MANIFEST)]
+    return tuple((st.st_ino, st.st_size, st.st_mtime_ns) for st in stats)
+
+
+def _digest(directory: Path) -> str:
+    """:func:`arrays_digest` of the bundle in ``directory`` (stage inputs; aliases resolved)."""
+    try:
+        key = _stat_key(directory)
+    except FileNotFoundError:
+        return arrays_digest(read_bundle(directory)[0])  # raises the bundle's own clear error
+    if key not in _DIGESTS:
+        _DIGESTS[key] = arrays_digest(read_bundle(directory)[0])
+    return _DIGESTS[key]
+
+
+#: Held around the stage functions of families with ``THREAD_SAFE = False`` (process-global
+#: state, e.g. torch's global generator), so concurrent cells of such families take turns.
+_GLOBAL_STATE_LOCK = threading.Lock()
 
 
 #: Library code a family stage may run, relative to the repo root; its digest is part of every
@@ -159,7 +187,7 @@ def run_cell(stage: str, sweep: str, cell: str, params_path: str | Path | None =
     in_dirs = {s: sweep_dir(root, s, sweep) / cell for s in CELL_STAGES[: CELL_STAGES.index(stage)]}
     key_material = {"code": code_digest(scfg.family, stage), "family": scfg.family, "options": fparams.model_dump(),
                     "seeds": scfg.seeds, "stage": stage,
-                    "inputs": {s: _digest(d / ARRAYS) for s, d in {**base_dirs, **in_dirs}.items()}}
+                    "inputs": {s: _digest(d) for s, d in {**base_dirs, **in_dirs}.items()}}
     input_key = hashlib.sha256(json.dumps(key_material, sort_keys=True, default=str).encode()).hexdigest()
     existing = ctx.out_root / (f"{cell}.json" if stage == "evaluate" else f"{cell}/manifest.json")
     if existing.is_file() and read_json(existing).get("input_key") == input_key:
@@ -167,25 +195,27 @@ def run_cell(stage: str, sweep: str, cell: str, params_path: str | Path | None =
     base = {k: read_bundle(d)[0] for k, d in base_dirs.items()}
     earlier = {s: read_bundle(d)[0] for s, d in in_dirs.items()}
     stage_fn = getattr(ctx.family, stage)
+    serial = contextlib.nullcontext() if getattr(ctx.family, "THREAD_SAFE", True) else _GLOBAL_STATE_LOCK
     params = {"sweep": sweep, "cell": cell, "family": scfg.family, "embedding": scfg.embedding,
               "seeds": scfg.seeds, "family_params": fparams.model_dump(), "embedding_config": ecfg.model_dump()}
     tags = {"sweep": sweep, "cell": cell, "family": scfg.family, "dataset": ecfg.dataset,
             "embedding": scfg.embedding, "method": _method(options, scfg.family), "seeds": ",".join(map(str, scfg.seeds))}
-    with stage_run(ctx.cfg.tracking.experiment, stage, params, tags, root) as mlflow:
+    with stage_run(ctx.cfg.tracking.experiment, stage, params, tags, root, fail_stale=False) as mlflow:  # begin_stage did
         arrays: dict[str, np.ndarray] = {}
         per_seed: dict[int, dict[str, float]] = {}
         info: dict[str, Any] = {}
         for seed in scfg.seeds:
             inputs = dict(base)
             inputs.update({s: _split_seed(a, seed) for s, a in earlier.items()})
-            t0 = time.perf_counter()
-            result = stage_fn(inputs, fparams, seed)
+            with serial:
+                started, t0 = time.time(), time.perf_counter()  # wall-clock start: cells may overlap
+                result = stage_fn(inputs, fparams, seed)
             if stage == "evaluate":  # the cross-family view: one attack and one utility for every family
                 xfam = {k: v for s in CELL_STAGES[:-1] for k, v in inputs.get(s, {}).items() if k.startswith("xfam_")}
                 result.metrics.update(crossfamily_metrics(xfam, seed))
             arrays.update({f"s{seed}__{k}": v for k, v in result.arrays.items()})
             per_seed[seed] = {k: float(v) for k, v in result.metrics.items()}
-            info[str(seed)] = {**result.info, "seconds": time.perf_counter() - t0}
+            info[str(seed)] = {**result.info, "seconds": time.perf_counter() - t0, "started": round(started, 3)}
         summary = summarise(per_seed)
         record = {"stage": stage, "sweep": sweep, "cell": cell, "input_key": input_key, "seeds": scfg.seeds,
                   "params": params, "info": info, "per_seed": {str(s): m for s, m in per_seed.items()}}
@@ -194,12 +224,10 @@ def run_cell(stage: str, sweep: str, cell: str, params_path: str | Path | None =
             mlflow.log_artifact(str(existing))
         else:
             out = write_bundle(ctx.out_root / cell, arrays, record)
+            _DIGESTS[_stat_key(out)] = arrays_digest({k: np.asarray(v) for k, v in arrays.items()})
             mlflow.log_artifact(str(out / "manifest.json"))
-        # one batched call per seed and one for the summary (a call per metric costs a SQLite transaction)
-        mlflow.log_metrics({k: v for name, stats in summary.items() if math.isfinite(stats["mean"])
-                            for k, v in ((name, stats["mean"]), (f"{name}_ci95", stats["ci95"]))})
-        for seed, metrics in per_seed.items():
-            mlflow.log_metrics({f"seed/{n}": v for n, v in metrics.items() if math.isfinite(v)}, step=seed)
+        log_metrics_batch(mlflow, {k: v for name, stats in summary.items() if math.isfinite(stats["mean"])
+                                   for k, v in ((name, stats["mean"]), (f"{name}_ci95", stats["ci95"]))}, per_seed)
     return "computed"
 
 

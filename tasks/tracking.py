@@ -101,8 +101,12 @@ def stage_run(
     params: Mapping[str, Any],
     tags: Mapping[str, str],
     root: Path | None = None,
+    fail_stale: bool = True,
 ) -> Iterator[Any]:
-    """Open an MLflow run for one stage execution; yields the ``mlflow`` module for logging."""
+    """Open an MLflow run for one stage execution; yields the ``mlflow`` module for logging.
+
+    ``fail_stale=False`` skips the search for RUNNING leftovers with the same identity tags, for
+    callers that already did it for the whole stage (:func:`fail_interrupted_runs`)."""
     import mlflow
 
     root = root or repo_root()
@@ -115,10 +119,28 @@ def stage_run(
         "dvc_stage": os.environ.get("DVC_STAGE", ""),
         **tags,
     }
-    fail_stale_runs(mlflow.tracking.MlflowClient(), mlflow.get_experiment_by_name(experiment).experiment_id, all_tags)
+    if fail_stale:
+        fail_stale_runs(mlflow.tracking.MlflowClient(), mlflow.get_experiment_by_name(experiment).experiment_id, all_tags)
     target = "/".join(t for t in (tags.get("sweep"), tags.get("cell")) if t) or tags.get("embedding") or tags.get("dataset", "")
     run_name = f"{stage}:{target}"
     with mlflow.start_run(run_name=run_name, tags=all_tags):
         flat = _flatten(params)
         mlflow.log_params({k: str(v)[:500] for k, v in flat.items()})
         yield mlflow
+
+
+def log_metrics_batch(mlflow: Any, metrics: Mapping[str, float], per_step: Mapping[int, Mapping[str, float]]) -> None:
+    """Log ``metrics`` (step 0) and, for each step (a seed), ``per_step[step]`` under ``seed/<name>``
+    to the active run in one batched call (each separate call costs a SQLite transaction);
+    non-finite values are left out (MLflow cannot compare them)."""
+    import math
+    import time
+
+    from mlflow.entities import Metric
+
+    now = int(time.time() * 1000)
+    batch = [Metric(k, float(v), now, 0) for k, v in metrics.items() if math.isfinite(v)]
+    batch += [Metric(f"seed/{k}", float(v), now, int(step))
+              for step, values in per_step.items() for k, v in values.items() if math.isfinite(v)]
+    if batch:
+        mlflow.tracking.MlflowClient().log_batch(mlflow.active_run().info.run_id, metrics=batch, synchronous=True)

@@ -127,3 +127,20 @@ def test_arbitrary_yaml_never_crashes_the_validator(data: object) -> None:
         pass
     text = yaml.safe_dump(data)
     assert yaml.safe_load(text) == data
+
+
+def test_load_config_is_memoised_on_the_text_and_returns_independent_copies(tmp_path) -> None:
+    path = tmp_path / "params.yaml"
+    params = tiny_params()
+    path.write_text(yaml.safe_dump(params))
+    first, second = load_config(path), load_config(path)
+    assert first == second and first is not second
+    assert first.sweeps is not second.sweeps  # deep copies: one caller cannot change another's config
+    edited = copy.deepcopy(params)
+    name = next(iter(edited["sweeps"]))
+    edited["sweeps"][name]["seeds"] = [7]
+    path.write_text(yaml.safe_dump(edited))
+    assert load_config(path).sweeps[name].seeds == [7]  # a changed file is read and validated again
+    path.write_text("sweeps: [unclosed")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(path)

@@ -57,3 +57,36 @@ def test_load_npz_never_unpickles(tmp_path) -> None:
 def test_write_json_is_sorted_and_handles_numpy(tmp_path) -> None:
     write_json(tmp_path / "m.json", {"b": np.float64(1.5), "a": np.arange(2)})
     assert json.loads((tmp_path / "m.json").read_text()) == {"a": [0, 1], "b": 1.5}
+
+
+def test_identical_arrays_are_stored_once_and_read_back_independent(tmp_path) -> None:
+    rng = np.random.default_rng(0)
+    big = rng.normal(size=(200, 64))  # 100 KiB: above the aliasing threshold
+    arrays = {"Y_train": big, "xfam_attack_rep": big.copy(), "other": big + 1.0, "small": np.ones(3), "small2": np.ones(3)}
+    out = write_bundle(tmp_path / "stage", arrays, {"stage": "x"})
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["aliases"] == {"xfam_attack_rep": "Y_train"}  # byte-identical; small arrays never aliased
+    assert set(load_npz(out / "arrays.npz")) == {"Y_train", "other", "small", "small2"}
+    got, _ = read_bundle(out)
+    assert set(got) == set(arrays) and all(np.array_equal(got[k], arrays[k]) for k in arrays)
+    got["xfam_attack_rep"][0, 0] = 123.0  # an alias is its own array, as if stored twice
+    assert got["Y_train"][0, 0] == big[0, 0]
+
+
+def test_same_bytes_different_shape_or_dtype_are_not_aliased(tmp_path) -> None:
+    base = np.arange(16384, dtype=np.float64)
+    arrays = {"a": base, "b": base.reshape(128, 128), "c": base.view(np.int64)}
+    out = write_bundle(tmp_path / "stage", arrays, {"stage": "x"})
+    assert json.loads((out / "manifest.json").read_text())["aliases"] == {}
+    got, _ = read_bundle(out)
+    assert all(got[k].dtype == arrays[k].dtype and np.array_equal(got[k], arrays[k]) for k in arrays)
+
+
+def test_alias_to_a_missing_array_is_a_clear_error(tmp_path) -> None:
+    out = write_bundle(tmp_path / "stage", {"a": np.ones(2)}, {"stage": "x"})
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["aliases"] = {"b": "gone"}
+    manifest["shapes"]["b"] = [2]
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ValidationError, match="alias 'b' names 'gone'"):
+        read_bundle(out)

@@ -201,3 +201,51 @@ def test_compare_tables_two_experiments(workdir: Path, mlflow_store: Path) -> No
     assert "utility_auc [exp-b]" in md.read_text()
     with pytest.raises(KeyError, match="no MLflow experiment"):
         compare(["exp-a", "nope"], root=workdir)
+
+
+def test_input_digest_follows_content_not_file_bytes(tmp_path: Path) -> None:
+    from tasks.sweep import _digest, arrays_digest
+    from veilbench.io import write_bundle
+
+    arrays = {"a": np.arange(20000.0), "b": np.arange(20000.0)}  # b is stored as an alias of a
+    out = write_bundle(tmp_path / "cell", arrays, {"stage": "x"})
+    first = _digest(out)
+    assert first == arrays_digest(arrays)
+    write_bundle(tmp_path / "cell", arrays, {"stage": "x"})  # same content, new files
+    assert _digest(out) == first
+    write_bundle(tmp_path / "cell", {**arrays, "b": arrays["b"] + 1}, {"stage": "x"})  # new content, same process
+    assert _digest(out) != first
+
+
+def test_cells_of_a_family_with_global_state_never_overlap(workdir: Path, mlflow_store: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+    import time
+
+    from tasks.sweep import run_cell
+    from veilbench.families import get_family
+
+    prepare("digits", root=workdir)
+    embed("digits-pca", root=workdir)
+    family = get_family("scoreshield")
+    inside, overlaps, original = [0], [], family.release
+
+    def slow_release(inputs, params, seed):
+        inside[0] += 1
+        overlaps.append(inside[0])
+        time.sleep(0.2)
+        inside[0] -= 1
+        return original(inputs, params, seed)
+
+    monkeypatch.setattr(family, "release", slow_release)
+    monkeypatch.setattr(family, "THREAD_SAFE", False, raising=False)
+    threads = [threading.Thread(target=run_cell, args=("release", "ss", c), kwargs={"root": workdir})
+               for c in ("epsilon=4.0", "epsilon=8.0")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(overlaps) == 4 and max(overlaps) == 1  # 2 cells × 2 seeds, one at a time
+    for cell in ("epsilon=4.0", "epsilon=8.0"):
+        _, manifest = read_bundle(workdir / "data/release/ss" / cell)
+        assert all(info["seconds"] >= 0.2 and info["started"] > 0 for info in manifest["info"].values())

@@ -3,9 +3,12 @@
 A stage directory holds
 
 * ``arrays.npz``: named numeric arrays, loaded back with ``allow_pickle=False`` (no pickle is
-  ever read);
-* ``manifest.json``: ``{"stage", "shapes", "dtypes", "seed", "params", "info", "metrics"}``
-  so a reader can check what it got without loading the arrays.
+  ever read). Stored uncompressed: stage outputs are mostly float64 noise, which zlib shrinks by
+  about a fifth at ~20× the write time. An array byte-identical to another of the same bundle
+  (e.g. a family's uploads and the cross-family view's copy of them) is stored once;
+* ``manifest.json``: ``{"stage", "shapes", "dtypes", "aliases", "seed", "params", "info",
+  "metrics"}`` so a reader can check what it got without loading the arrays; ``aliases`` maps
+  each array stored under another name to that name.
 
 Writes go to a temporary sibling directory that is renamed into place, so a killed stage
 leaves either the old complete output or none, never a half-written one.
@@ -13,6 +16,7 @@ leaves either the old complete output or none, never a half-written one.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -29,6 +33,9 @@ from veilbench.validation import ValidationError
 
 ARRAYS = "arrays.npz"
 MANIFEST = "manifest.json"
+
+#: Arrays smaller than this are always stored under their own name (hashing them saves nothing).
+_ALIAS_MIN_BYTES = 1 << 16
 
 
 def _jsonable(obj: Any) -> Any:
@@ -83,12 +90,14 @@ def write_bundle(
         if arr.dtype == object:
             raise ValidationError(f"arrays[{key!r}]: object arrays cannot be saved (no pickles)")
         clean[key] = arr
+    stored, aliases = _deduplicate(clean)
     full_manifest = dict(manifest)
     full_manifest["shapes"] = {k: list(v.shape) for k, v in clean.items()}
     full_manifest["dtypes"] = {k: str(v.dtype) for k, v in clean.items()}
+    full_manifest["aliases"] = aliases
     tmp = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}."))
     try:
-        np.savez_compressed(tmp / ARRAYS, **clean)
+        np.savez(tmp / ARRAYS, **stored)
         (tmp / MANIFEST).write_text(json.dumps(_jsonable(full_manifest), indent=2, sort_keys=True) + "\n")
         if directory.exists():
             old = directory.with_name(f".{directory.name}.old")
@@ -102,6 +111,24 @@ def write_bundle(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return directory
+
+
+def _deduplicate(arrays: Mapping[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """Split ``arrays`` into those to store and ``{alias: stored name}`` for byte-identical repeats
+    (same dtype, shape and SHA-256 of the bytes; the first name in sorted order is stored)."""
+    stored: dict[str, np.ndarray] = {}
+    aliases: dict[str, str] = {}
+    seen: dict[tuple[str, tuple[int, ...], bytes], str] = {}
+    for key in sorted(arrays):
+        arr = arrays[key]
+        if arr.nbytes >= _ALIAS_MIN_BYTES:
+            sig = (arr.dtype.str, arr.shape, hashlib.sha256(np.ascontiguousarray(arr).data).digest())
+            if sig in seen:
+                aliases[key] = seen[sig]
+                continue
+            seen[sig] = key
+        stored[key] = arr
+    return stored, aliases
 
 
 def load_npz(path: str | Path) -> dict[str, np.ndarray]:
@@ -134,6 +161,10 @@ def read_bundle(directory: str | Path) -> tuple[dict[str, np.ndarray], dict[str,
         raise ValidationError(f"{directory}: missing {MANIFEST}; run the stage that produces it first")
     manifest = read_json(manifest_path)
     arrays = load_npz(directory / ARRAYS)
+    for alias, name in manifest.get("aliases", {}).items():
+        if name not in arrays:
+            raise ValidationError(f"{directory}: alias {alias!r} names {name!r}, which is not stored")
+        arrays[alias] = arrays[name].copy()  # independent, as if stored twice
     for key, shape in manifest.get("shapes", {}).items():
         if key not in arrays or list(arrays[key].shape) != list(shape):
             raise ValidationError(f"{directory}: array {key!r} does not match its manifest shape {shape}")

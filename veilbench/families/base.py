@@ -16,6 +16,10 @@ Every family module exposes
       def attack(inputs: StageInputs, params: Params, seed: int) -> StageOutput
       def evaluate(inputs: StageInputs, params: Params, seed: int) -> StageOutput
 
+A module may set ``THREAD_SAFE = False`` when its stage functions use process-global state (GCA
+seeds torch's global generator): the pipeline then never runs two of its cells at once in one
+process. The default is True: cells of other families run concurrently in worker threads.
+
 ``inputs`` maps each earlier stage name (``"prepare"``, ``"embed"``, ``"release"``, …) to the
 arrays that stage produced for this cell and seed. A stage returns plain arrays (saved as an
 ``.npz`` with ``allow_pickle=False``), scalar metrics (logged to MLflow, written to JSON) and a

@@ -124,6 +124,11 @@ def _data(inputs: StageInputs, params: Params, seed: int) -> FederatedData:
     )
 
 
+#: The simulator and the extraction attack seed torch's global generator (``torch.manual_seed``),
+#: so two GCA cells must not run at once in one process (:mod:`veilbench.families.base`).
+THREAD_SAFE = False
+
+
 def _threads() -> None:
     import torch
 

@@ -1,0 +1,39 @@
+"""The overhead benchmark's compute time is the union of the recorded computation intervals."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+
+from tests.benchmark_run import ROOT
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("bench_overhead", ROOT / "benchmarks" / "bench_overhead.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_union_counts_overlapping_cells_once():
+    union = _bench().union_seconds
+    assert union([]) == 0.0
+    assert union([(0.0, 2.0), (1.0, 3.0)]) == pytest.approx(3.0)  # two cells overlapping by 1 s
+    assert union([(5.0, 6.0), (0.0, 1.0)]) == pytest.approx(2.0)  # disjoint, any order
+    assert union([(0.0, 10.0), (2.0, 3.0), (4.0, 5.0)]) == pytest.approx(10.0)  # nested
+
+
+def test_intervals_read_from_manifests_and_cell_records(tmp_path):
+    (tmp_path / "data/prepare/digits").mkdir(parents=True)
+    (tmp_path / "data/prepare/digits/manifest.json").write_text(json.dumps({"info": {"seconds": 1.0, "started": 10.0}}))
+    (tmp_path / "data/release/sw/c").mkdir(parents=True)
+    (tmp_path / "data/release/sw/c/manifest.json").write_text(
+        json.dumps({"info": {"0": {"seconds": 2.0, "started": 20.0}, "1": {"seconds": 1.0, "started": 21.0}}}))
+    (tmp_path / "reports/sweeps/sw/cells").mkdir(parents=True)
+    (tmp_path / "reports/sweeps/sw/cells/c.json").write_text(json.dumps({"info": {"0": {"seconds": 0.5, "started": 30.0}}}))
+    bench = _bench()
+    intervals = bench._compute_intervals(tmp_path)
+    assert sorted(intervals) == [(10.0, 11.0), (20.0, 22.0), (21.0, 22.0), (30.0, 30.5)]
+    assert bench.union_seconds(intervals) == pytest.approx(3.5)
