@@ -42,9 +42,10 @@ test: $(STAMP)
 bench: $(STAMP)
 	for b in benchmarks/bench_*.py; do $(BIN)/python $$b || exit 1; done
 
+# Quick runs write to reports/bench/quick/, never over the full-size results in reports/bench/.
 bench-quick: $(STAMP)
-	for b in benchmarks/bench_*.py; do \
-	  case $$b in *overhead*) $(BIN)/python $$b ;; *) $(BIN)/python $$b --quick ;; esac || exit 1; done
+	for b in benchmarks/bench_*.py; do n=$$(basename $$b .py); \
+	  case $$b in *overhead*) ;; *) $(BIN)/python $$b --quick --out reports/bench/quick/$${n#bench_}.json || exit 1 ;; esac; done
 
 clean-outputs:
 	rm -rf data/prepare data/embed data/release data/integrate data/attack reports/cells mlflow.db

@@ -182,7 +182,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="n_a ∈ {200, 400}, no n_a = 20 000 run")
     parser.add_argument("--parties", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--output", type=Path, default=ROOT / "reports" / "bench" / "integration_scaling.json")
+    parser.add_argument("--out", "--output", dest="output", type=Path, default=ROOT / "reports" / "bench" / "integration_scaling.json")
     parser.add_argument("--notes", default="", help="free text stored in the JSON (contention, interpretation)")
     args = parser.parse_args()
     sizes = [200, 400] if args.quick else [400, 800, 1600, 3200]

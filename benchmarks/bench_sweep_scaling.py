@@ -105,6 +105,7 @@ def run_once(workers: int, quick: bool) -> tuple[dict, dict]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--out", type=Path, default=REPO / "reports" / "bench" / "sweep_scaling.json")
     args = parser.parse_args()
     from flows.server import local_prefect_server
     from veilbench.io import write_json
@@ -119,7 +120,7 @@ def main() -> None:
     out = {"benchmark": "sweep_scaling", "mode": "quick" if args.quick else "full", "rows": rows,
            "identical_results": results[0] == results[1],
            "speedup": round(rows[0]["seconds"] / rows[1]["seconds"], 3), "cpu_count": os.cpu_count()}
-    write_json(REPO / "reports" / "bench" / "sweep_scaling.json", out)
+    write_json(args.out, out)
     print(json.dumps(out))
 
 
