@@ -13,8 +13,10 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import math
 import os
 import subprocess
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -133,9 +135,6 @@ def log_metrics_batch(mlflow: Any, metrics: Mapping[str, float], per_step: Mappi
     """Log ``metrics`` (step 0) and, for each step (a seed), ``per_step[step]`` under ``seed/<name>``
     to the active run in one batched call (each separate call costs a SQLite transaction);
     non-finite values are left out (MLflow cannot compare them)."""
-    import math
-    import time
-
     from mlflow.entities import Metric
 
     now = int(time.time() * 1000)
