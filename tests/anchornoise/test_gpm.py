@@ -18,6 +18,7 @@ from veilbench.anchornoise.gpm import (
     escape_direction,
     objective,
     polar,
+    polar_near,
     polar_step,
     power_iterations,
     random_init,
@@ -27,6 +28,7 @@ from veilbench.anchornoise.gpm import (
     template,
     young_omega,
 )
+import veilbench.anchornoise.gpm as gpm_module
 from veilbench.anchornoise.studies import synthetic_anchor_uploads
 from veilbench.linalg.procrustes import haar_orthogonal, polar_factor
 from veilbench.validation import ValidationError
@@ -372,3 +374,69 @@ def test_escape_is_skipped_when_certified_or_out_of_budget(release_factory):
     R, trace, n, converged = staircase_escape(Bbar, first.rotations_, u, 1e-10, 1e-8, 1)
     assert (len(trace), n, converged) == (2, 1, False)
     np.testing.assert_allclose(np.einsum("mij,mkj->mik", R, R), np.broadcast_to(np.eye(6), (4, 6, 6)), atol=1e-10)
+
+
+def test_polar_near_is_the_polar_factor_and_falls_back_far_from_orthogonal():
+    rng = np.random.default_rng(3)
+    Q = np.stack([haar_orthogonal(8, rng) for _ in range(5)])
+    P = np.stack([haar_orthogonal(8, rng) for _ in range(5)])
+    near = Q + 1.7 * (polar(Q + 0.05 * rng.normal(size=Q.shape)) - Q)  # an over-relaxed candidate
+    np.testing.assert_allclose(polar_near(near), polar(near), atol=1e-13)
+    np.testing.assert_allclose(polar_near(3.0 * near), polar(near), atol=1e-13)  # scale-invariant
+    wide = np.concatenate([near, 0.1 * rng.normal(size=(5, 8, 1))], axis=2)  # St(d, d+1) blocks
+    out = polar_near(wide)
+    np.testing.assert_allclose(np.einsum("kip,kjp->kij", out, out), np.broadcast_to(np.eye(8), (5, 8, 8)), atol=1e-13)
+    np.testing.assert_allclose(out, polar(wide), atol=1e-13)
+    far = Q + P  # singular values spread over (0, 2): the SVD is used
+    np.testing.assert_allclose(polar_near(far), polar(far), atol=1e-13)
+
+
+def test_secant_extrapolation_saves_the_detecting_iteration_at_low_noise():
+    # a benchmark cell where the Jacobi phase alone needs 3 contraction steps plus the detecting one
+    B, _, _ = synthetic_anchor_uploads(4, 100, 64, 0.035 * np.sqrt(100), 0)
+    Bbar, _ = center_anchors(B)
+    R0 = spectral_init(Bbar)
+    _, jac, n_jac, _ = power_iterations(Bbar, R0, 1e-10, 1e-8, 50)
+    _, ext, n_ext, ok = power_iterations(Bbar, R0, 1e-10, 1e-8, 50, adaptive=True)
+    assert (n_jac, n_ext) == (4, 3) and ok
+    assert np.all(np.diff(ext) >= 0) and ext[1] == pytest.approx(jac[1], rel=1e-14)  # step 1 is Jacobi
+    assert ext[-1] >= jac[-1] * (1 - 1e-12)
+
+
+def test_a_bad_extrapolation_is_rejected_by_the_guard(monkeypatch):
+    # candidates replaced by random rotations: the guard f(cand) ≥ f + 2·(Jacobi linear gain) rejects
+    # them all, so the run is Ling's Jacobi iteration, step for step
+    Bbar, _ = _hard_instance(m=5, r=40, d=8, v_rel=0.05, seed=0)
+    R0 = spectral_init(Bbar)
+    rng = np.random.default_rng(0)
+    monkeypatch.setattr(gpm_module, "secant_candidate", lambda *a: random_init(5, 8, rng))
+    _, guarded, n, _ = power_iterations(Bbar, R0, 1e-10, 1e-8, 50, adaptive=True)
+    _, jac, n_jac, _ = power_iterations(Bbar, R0, 1e-10, 1e-8, 50)
+    assert n == n_jac and n > 2
+    np.testing.assert_allclose(guarded, jac, rtol=1e-13)
+
+
+@pytest.mark.parametrize("v_rel, certified", [(0.05, True), (0.6, False)])
+def test_lanczos_eigenproblems_agree_with_the_dense_ones(v_rel, certified):
+    Bbar, _ = _hard_instance(m=6, r=40, d=8, v_rel=v_rel, seed=2)
+    dense, lanczos = spectral_init(Bbar, method="dense"), spectral_init(Bbar, method="lanczos")
+    assert rotation_error(lanczos, dense.transpose(0, 2, 1)) < 1e-10  # same start up to a global rotation
+    R = GeneralizedPowerMethod(max_iter=400, escape=False, certify=False).fit(Bbar).rotations_
+    c_dense, u_dense = escape_direction(Bbar, R, method="dense")
+    c_lanczos, u_lanczos = escape_direction(Bbar, R, method="lanczos")
+    assert c_lanczos == pytest.approx(c_dense, abs=1e-11) and (c_dense >= -CERTIFICATE_TOL) == certified
+    assert certificate(Bbar, R, method="lanczos") == c_lanczos
+    if not certified:  # λ_min is simple: the same unit eigenvector up to sign
+        assert abs(np.sum(u_dense * u_lanczos)) == pytest.approx(1.0, abs=1e-8)
+    with pytest.raises(ValidationError, match="^method:"):
+        certificate(Bbar, R, method="qr")
+
+
+def test_polar_factors_of_a_stack_match_the_checked_polar_factor() -> None:
+    from veilbench.linalg.procrustes import polar_factors
+
+    rng = np.random.default_rng(3)
+    stack = rng.normal(size=(4, 7, 5))
+    np.testing.assert_allclose(polar_factors(stack), np.stack([polar_factor(m) for m in stack]), atol=1e-13)
+    wide = polar_factors(rng.normal(size=(5, 7)))  # orthonormal rows
+    np.testing.assert_allclose(wide @ wide.T, np.eye(5), atol=1e-13)

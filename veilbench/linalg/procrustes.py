@@ -3,7 +3,8 @@ r"""Orthogonal Procrustes, polar factors and Haar-random orthogonal matrices.
 * :func:`orthogonal_procrustes` solves :math:`\min_{R^\top R = I} \|A R - B\|_F`; the solution is
   the polar factor :math:`R = U V^\top` of :math:`A^\top B = U \Sigma V^\top` (Schönemann 1966).
 * :func:`polar_factor` returns :math:`U V^\top` for any square or tall matrix M = U Σ Vᵀ,
-  the projection of M onto the orthogonal (Stiefel) set in Frobenius norm.
+  the projection of M onto the orthogonal (Stiefel) set in Frobenius norm;
+  :func:`polar_factors` does the same for a stack of matrices of any shape, unchecked (inner loops).
 * :func:`haar_orthogonal` samples O from the Haar measure on O(d): QR of a standard Gaussian
   matrix with the signs of diag(R) fixed (Mezzadri 2007), so E[O] = 0 and O Oᵀ = I.
 """
@@ -21,6 +22,14 @@ def polar_factor(m: np.ndarray) -> np.ndarray:
     if arr.shape[0] < arr.shape[1]:
         raise ValidationError(f"m: expected p ≥ q for a p × q matrix, got shape {arr.shape}")
     u, _, vt = np.linalg.svd(arr, full_matrices=False)
+    return u @ vt
+
+
+def polar_factors(m: np.ndarray) -> np.ndarray:
+    """U Vᵀ (thin SVD M = U Σ Vᵀ) of a matrix or of each matrix of a stack (..., p, q), any p, q:
+    orthonormal columns when p ≥ q, orthonormal rows when p < q. One LAPACK call for the whole
+    stack and no input checks: for solver inner loops (:func:`polar_factor` checks its input)."""
+    u, _, vt = np.linalg.svd(m, full_matrices=False)
     return u @ vt
 
 
