@@ -1,7 +1,8 @@
 """Orchestration overhead of the default pipeline: Prefect, MLflow and DVC bookkeeping vs work.
 
 Copies the repository's code, ``params.yaml`` and ``dvc.yaml`` into a fresh temporary git + DVC
-repository, runs ``veilbench run`` (one local Prefect server, then ``dvc repro``) and measures:
+repository, runs ``veilbench run`` (a local Prefect server booting while DVC plans, then the stale
+stages as one task graph in that process, DVC saving each as it finishes) and measures:
 
 * ``total_seconds``: wall time of the whole command;
 * ``compute_seconds``: wall time during which an algorithm ran — the union of the intervals every

@@ -12,8 +12,8 @@ from typing import Any
 from prefect import flow
 from prefect.task_runners import ThreadPoolTaskRunner
 
+from flows.dag import run_stage_dag
 from tasks.common import load_params
-from tasks.sweep import begin_stage_task, finish_stage_task, run_cell_task
 
 #: stage → (params section whose keys the stage iterates over, CLI option naming one key)
 STAGE_KEYS: dict[str, tuple[str, str]] = {
@@ -50,12 +50,10 @@ def single_threaded_blas(threads: int) -> Iterator[None]:
 
 
 def run_cell_stage(stage: str, sweeps: list[str], params_path: str | None) -> list[str]:
-    """Inside a flow: run ``stage`` for every cell of ``sweeps``, cells submitted to the flow's task
-    runner (parallel under a Dask runner), then close each sweep. Returns the output folders."""
-    cells = {sw: begin_stage_task(stage, sw, params_path) for sw in sweeps}
-    futures = {(sw, c): run_cell_task.submit(stage, sw, c, params_path) for sw, cs in cells.items() for c in cs}
-    outcomes = {sw: {c: futures[(sw, c)].result() for c in cs} for sw, cs in cells.items()}
-    return [str(finish_stage_task(stage, sw, outcomes[sw], params_path)) for sw in sweeps]
+    """Inside a flow: run ``stage`` for every cell of ``sweeps`` on the flow's task runner (the
+    sweeps' cells side by side, see :func:`flows.dag.run_stage_dag`). Returns the output folders."""
+    results = run_stage_dag({f"{stage}@{sw}": [] for sw in sweeps}, params_path)
+    return [str(results[f"{stage}@{sw}"]) for sw in sweeps]
 
 
 def make_stage_flow(stage: str, stage_task: Any = None) -> Callable[..., list[str]]:

@@ -2,9 +2,9 @@
 
 Runs prepare → embed → release → integrate → attack → evaluate → report for every dataset,
 embedding and sweep of ``params.yaml`` in one process (one Prefect server start, imports paid
-once). Within a stage, every cell of every sweep is a task: with ``--workers N`` they run in
-parallel on a local Dask cluster of N single-threaded worker processes, with ``--dask-address``
-on an existing Dask cluster. Results are identical either way (each cell seeds its own streams).
+once). Every cell of every stage is a task, started as soon as the stage before it in its sweep
+has finished (:mod:`flows.dag`): with ``--workers N`` they run in parallel on a local Dask
+cluster of N single-threaded worker processes, with ``--dask-address`` on an existing Dask cluster. Results are identical either way (each cell seeds its own streams).
 ``veilbench run`` uses DVC instead; both reuse cells whose inputs did not change.
 """
 
@@ -12,18 +12,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-
 from typing import Any
 
 from prefect import flow
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from flows._stage import run_cell_stage
+from flows.dag import run_stage_dag, stage_graph
 from tasks.common import load_params
-from tasks.embed import embed_task
-from tasks.paths import CELL_STAGES
-from tasks.prepare import prepare_task
-from tasks.report import report_task
 
 
 def task_runner(workers: int = 1, dask_address: str | None = None) -> Any:
@@ -42,16 +37,8 @@ def task_runner(workers: int = 1, dask_address: str | None = None) -> Any:
 def benchmark(params_path: str | None = None, sweeps: list[str] | None = None) -> str:
     """Run every stage for the configured (or the named) sweeps and rebuild the report."""
     cfg = load_params(params_path)
-    names = sweeps or list(cfg.sweeps)
-    embeddings = sorted({cfg.sweeps[c].embedding for c in names})
-    datasets = sorted({cfg.embeddings[e].dataset for e in embeddings})
-    for f in [prepare_task.submit(d, params_path) for d in datasets]:
-        f.result()
-    for f in [embed_task.submit(e, params_path) for e in embeddings]:
-        f.result()
-    for stage in CELL_STAGES:
-        run_cell_stage(stage, names, params_path)
-    return str(report_task(params_path))
+    results = run_stage_dag(stage_graph(cfg, sweeps or list(cfg.sweeps)), params_path)
+    return str(results["report"])
 
 
 def run_benchmark(params_path: str | None = None, sweeps: list[str] | None = None, workers: int = 1,

@@ -200,7 +200,7 @@ def run_cell(stage: str, sweep: str, cell: str, params_path: str | Path | None =
               "seeds": scfg.seeds, "family_params": fparams.model_dump(), "embedding_config": ecfg.model_dump()}
     tags = {"sweep": sweep, "cell": cell, "family": scfg.family, "dataset": ecfg.dataset,
             "embedding": scfg.embedding, "method": _method(options, scfg.family), "seeds": ",".join(map(str, scfg.seeds))}
-    with stage_run(ctx.cfg.tracking.experiment, stage, params, tags, root, fail_stale=False) as mlflow:  # begin_stage did
+    with stage_run(ctx.cfg.tracking.experiment, stage, params, tags, root, fail_stale=False) as run:  # begin_stage did
         arrays: dict[str, np.ndarray] = {}
         per_seed: dict[int, dict[str, float]] = {}
         info: dict[str, Any] = {}
@@ -221,12 +221,12 @@ def run_cell(stage: str, sweep: str, cell: str, params_path: str | Path | None =
                   "params": params, "info": info, "per_seed": {str(s): m for s, m in per_seed.items()}}
         if stage == "evaluate":
             write_json(existing, {**record, "dataset": ecfg.dataset, "method": tags["method"], "summary": summary})
-            mlflow.log_artifact(str(existing))
+            run.log_artifact(str(existing))
         else:
             out = write_bundle(ctx.out_root / cell, arrays, record)
             _DIGESTS[_stat_key(out)] = arrays_digest({k: np.asarray(v) for k, v in arrays.items()})
-            mlflow.log_artifact(str(out / "manifest.json"))
-        log_metrics_batch(mlflow, {k: v for name, stats in summary.items() if math.isfinite(stats["mean"])
+            run.log_artifact(str(out / "manifest.json"))
+        log_metrics_batch(run, {k: v for name, stats in summary.items() if math.isfinite(stats["mean"])
                                    for k, v in ((name, stats["mean"]), (f"{name}_ci95", stats["ci95"]))}, per_seed)
     return "computed"
 

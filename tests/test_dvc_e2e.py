@@ -86,6 +86,9 @@ def test_veilbench_run_in_process_writes_the_same_lock(dvc_repo: tuple[Path, dic
     assert "up to date" in _run([*dvc, "status"], root, env).lower()
     assert _stages_run(_run([*dvc, "repro"], root, env)) == set(), "dvc repro after veilbench run must rerun nothing"
     assert _stages_run(_run(veilbench, root, env)) == set()
+    from flows.pipeline import reproduce_in_process
+
+    assert reproduce_in_process(root, before_execute=lambda: pytest.fail("up to date: no server needed")) == []
 
     params = yaml.safe_load((root / "params.yaml").read_text())
     params["sweeps"]["ss"]["grid"]["epsilon"] = [4.0, 16.0]

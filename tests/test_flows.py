@@ -100,3 +100,46 @@ def test_local_prefect_server_binds_loopback(tmp_path: Path, monkeypatch: pytest
         assert url.startswith("http://127.0.0.1:")
     cmd = seen["cmd"]
     assert cmd[cmd.index("--host") + 1] == "127.0.0.1" and seen["terminated"]
+
+
+def test_a_booting_server_is_waited_for_and_an_early_exit_is_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import flows.server as server
+
+    answers = iter([OSError("refused"), OSError("refused"), 200])
+
+    class Health:
+        def __init__(self, status):
+            self.status = status
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    def urlopen(url, timeout):
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return Health(answer)
+
+    class Running:
+        returncode = None
+
+        def poll(self):
+            return None
+
+    monkeypatch.setattr(server.urllib.request, "urlopen", urlopen)
+    monkeypatch.setattr(server.time, "sleep", lambda s: None)
+    booting = server.BootingServer("http://127.0.0.1:1/api", Running(), "log", timeout=60)
+    assert booting.wait_until_ready() == "http://127.0.0.1:1/api"
+    assert booting.wait_until_ready() == "http://127.0.0.1:1/api", "ready stays ready (no second health check)"
+
+    class Exited:
+        returncode = 3
+
+        def poll(self):
+            return 3
+
+    with pytest.raises(RuntimeError, match="exited early"):
+        server.BootingServer("http://127.0.0.1:1/api", Exited(), "server.log", timeout=60).wait_until_ready()
