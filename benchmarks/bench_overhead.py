@@ -13,8 +13,9 @@ stages as one task graph in that process, DVC saving each as it finishes) and me
 * ``orchestration_seconds`` = total − compute: process start-up and imports, the Prefect server and
   flow/task runs, MLflow logging, DVC hashing and locking.
 
-Writes ``reports/bench/overhead.json``: ``{"total_seconds", "orchestration_seconds",
-"compute_seconds", "share", "stages"}``. ``--params FILE`` measures another configuration.
+Writes ``reports/bench/overhead.json`` (or ``--out PATH``): ``{"total_seconds",
+"orchestration_seconds", "compute_seconds", "share", "stages"}``. ``--params FILE`` measures
+another configuration.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ def union_seconds(intervals: list[tuple[float, float]]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--params", default=str(REPO / "params.yaml"))
+    parser.add_argument("--out", type=Path, default=REPO / "reports" / "bench" / "overhead.json")
     args = parser.parse_args()
     from veilbench.io import write_json
 
@@ -90,7 +92,7 @@ def main() -> None:
            "orchestration_seconds": round(total - compute, 2), "share": round((total - compute) / total, 4),
            "stages": stages, "cpu_count": os.cpu_count(), "cell_threads": int(os.environ.get("VEILBENCH_CELL_THREADS", "2")),
            "compute_seconds_summed": round(summed, 2), "computations": len(intervals)}
-    write_json(REPO / "reports" / "bench" / "overhead.json", out)
+    write_json(args.out, out)
     print(json.dumps(out))
 
 

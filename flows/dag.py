@@ -36,6 +36,7 @@ from tasks.paths import CELL_STAGES
 from tasks.prepare import prepare_task
 from tasks.report import report_task
 from tasks.sweep import begin_stage_task, finish_stage_task, run_cell_task
+from veilbench.config import Config
 from veilbench.families import get_family
 
 #: Stages that are one task per instance (besides ``report``).
@@ -52,7 +53,7 @@ def _thread_slots() -> int | None:
     return runner._max_workers if isinstance(runner, ThreadPoolTaskRunner) else None  # no public accessor
 
 
-def stage_graph(cfg: Any, sweeps: Iterable[str], report: bool = True) -> dict[str, list[str]]:
+def stage_graph(cfg: Config, sweeps: Iterable[str]) -> dict[str, list[str]]:
     """The stage instances of ``sweeps`` (their embeddings and data sets, every cell stage, and
     the report) → the instances each one needs, in start order."""
     sweeps = list(sweeps)
@@ -62,8 +63,7 @@ def stage_graph(cfg: Any, sweeps: Iterable[str], report: bool = True) -> dict[st
     for i, stage in enumerate(CELL_STAGES):
         for s in sweeps:
             graph[f"{stage}@{s}"] = [f"{CELL_STAGES[i - 1]}@{s}" if i else f"embed@{cfg.sweeps[s].embedding}"]
-    if report:
-        graph["report"] = [f"evaluate@{s}" for s in sweeps]
+    graph["report"] = [f"evaluate@{s}" for s in sweeps]
     return graph
 
 
