@@ -9,8 +9,8 @@ always have the next ready cell of *any* stage: they do not idle at each stage b
 slowest cell of one sweep finishes (measured on the default run before this: about 0.8 s
 between stages × 74 stages, plus each stage's tail with one worker busy).
 
-Under a thread-pool runner the scheduler sends no more tasks than there are workers and keeps
-the rest itself, so it picks what runs next. With more than one worker, the cells of a family with
+Under a thread-pool runner the scheduler sends at most :data:`QUEUE_DEPTH` tasks per worker and
+keeps the rest itself, so it picks what runs next. With more than one worker, the cells of a family with
 ``THREAD_SAFE = False`` (:mod:`veilbench.families.base`) go through one *lane*: one such cell is
 in flight at a time, so no worker sits blocked on that family's lock, and the lane's next cell
 goes first to the next free worker (the lane is a chain, the longest path of the default run: GCA's
@@ -38,6 +38,11 @@ from tasks.report import report_task
 from tasks.sweep import begin_stage_task, finish_stage_task, run_cell_task
 from veilbench.config import Config
 from veilbench.families import get_family
+
+#: Tasks sent to a thread pool ahead, per worker (:func:`run_stage_dag`'s ``fill``): 2 lets a worker
+#: that finishes start its next cell while the scheduling thread closes a stage (finish_stage and
+#: the DVC save, ~0.1–0.3 s each), and keeps the lane's next cell behind at most 3 others.
+QUEUE_DEPTH = 2
 
 #: Stages that are one task per instance (besides ``report``).
 _SINGLE_TASK_STAGES = {"prepare": prepare_task, "embed": embed_task}
@@ -128,6 +133,22 @@ def run_stage_dag(
         if not cells:
             finish(address, None)
 
+    def fill() -> None:
+        """Send ready work to free workers: the lane first (its cells run one at a time, so it is
+        the longest chain), then ready work in start order. A thread pool holds at most
+        :data:`QUEUE_DEPTH` tasks per worker, so the lane's next cell is never queued behind
+        everything already sent, and a worker that finishes while this thread does bookkeeping
+        finds its next task waiting."""
+        nonlocal lane_busy
+        while error is None and (slots is None or len(in_flight) < QUEUE_DEPTH * slots):
+            if lane and not lane_busy:
+                submit(*lane.popleft(), True)
+                lane_busy = True
+            elif ready:
+                submit(*ready.popleft(), False)
+            else:
+                break
+
     while True:
         while error is None:
             startable = [a for a in order if a not in started and not waiting[a]]
@@ -138,31 +159,33 @@ def run_stage_dag(
                     start(address)
             except BaseException as exc:  # noqa: BLE001 - raised after the tasks in flight end
                 error = exc
-        # Fill free workers: the lane first (its cells run one at a time, so it is the longest
-        # chain), then ready work in start order. A thread pool gets no more than it has workers,
-        # so later ready work (the lane's next cell) is not queued behind everything already sent.
-        while error is None and (slots is None or len(in_flight) < slots):
-            if lane and not lane_busy:
-                submit(*lane.popleft(), True)
-                lane_busy = True
-            elif ready:
-                submit(*ready.popleft(), False)
-            else:
-                break
+        fill()
         if not in_flight:
             break
-        future = done.get()
-        address, cell, in_lane = in_flight.pop(future)
-        lane_busy = lane_busy and not in_lane
-        try:
-            result = future.result()
+        arrived = [done.get()]  # block for one, then take whatever else has finished
+        while not done.empty():
+            arrived.append(done.get())
+        completed: list[tuple[str, Any]] = []
+        for future in arrived:
+            address, cell, in_lane = in_flight.pop(future)
+            lane_busy = lane_busy and not in_lane
+            try:
+                result = future.result()
+            except BaseException as exc:  # noqa: BLE001
+                error = error or exc
+                continue
             if error is None and cell is not None:
                 outcomes[address][cell] = result
                 cells_left[address] -= 1
             if error is None and (cell is None or cells_left[address] == 0):
-                finish(address, result)
-        except BaseException as exc:  # noqa: BLE001
-            error = error or exc
+                completed.append((address, result))
+        fill()  # the workers get new work before the stage bookkeeping below
+        for address, result in completed:
+            if error is None:
+                try:
+                    finish(address, result)
+                except BaseException as exc:  # noqa: BLE001
+                    error = exc
     if error is not None:
         raise error
     if len(results) < len(order):
