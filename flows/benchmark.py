@@ -4,7 +4,8 @@ Runs prepare → embed → release → integrate → attack → evaluate → rep
 embedding and sweep of ``params.yaml`` in one process (one Prefect server start, imports paid
 once). Every cell of every stage is a task, started as soon as the stage before it in its sweep
 has finished (:mod:`flows.dag`): with ``--workers N`` they run in parallel on a local Dask
-cluster of N single-threaded worker processes, with ``--dask-address`` on an existing Dask cluster. Results are identical either way (each cell seeds its own streams).
+cluster of N single-threaded worker processes, with ``--dask-address`` on an existing Dask cluster.
+Results are identical either way (each cell seeds its own streams).
 ``veilbench run`` uses DVC instead; both reuse cells whose inputs did not change.
 """
 

@@ -56,14 +56,6 @@ def validate(params: Path = typer.Option(None, help="path to params.yaml (defaul
     _validate(params)
 
 
-def _warm_pipeline() -> None:
-    """While the server boots: open the MLflow store (a new store's tables are created here,
-    ~1.5 s, instead of in the first stage)."""
-    from tasks.tracking import open_store
-
-    open_store(_root())
-
-
 @app.command()
 def run(
     stage: str = typer.Option(None, help=f"run only this stage (one of {', '.join(STAGES)}) and what it depends on"),
@@ -92,8 +84,9 @@ def run(
         if not (no_dvc or per_stage_processes):
             # DVC plans while the server boots; it is waited for only when a stage has to run.
             from flows.pipeline import reproduce_in_process
+            from tasks.tracking import open_store
 
-            _warm_pipeline()
+            open_store(root)  # a new MLflow store gets its tables (~1.5 s) while the server boots
             executed = reproduce_in_process(root, [stage] if stage else None, force, before_execute=server.wait_until_ready)
             console.print(f"{len(executed)} stage(s) ran" + (": " + ", ".join(executed) if executed else " (all up to date)"))
             code = 0

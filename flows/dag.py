@@ -10,8 +10,8 @@ slowest cell of one sweep finishes (measured on the default run before this: abo
 between stages × 74 stages, plus each stage's tail with one worker busy).
 
 Under a thread-pool runner the scheduler sends at most :data:`QUEUE_DEPTH` tasks per worker and
-keeps the rest itself, so it picks what runs next. With more than one worker, the cells of a family with
-``THREAD_SAFE = False`` (:mod:`veilbench.families.base`) go through one *lane*: one such cell is
+keeps the rest itself, so it picks what runs next. With more than one worker, the cells of a
+family with ``THREAD_SAFE = False`` (:mod:`veilbench.families.base`) go through one *lane*: one such cell is
 in flight at a time, so no worker sits blocked on that family's lock, and the lane's next cell
 goes first to the next free worker (the lane is a chain, the longest path of the default run: GCA's
 cells, about 60 s; sent behind everything else it ran alone at the end). Process-based runners
@@ -83,6 +83,10 @@ def run_stage_dag(
     instance's last task (its output folder, or the report's path), in the order they finished."""
     cfg = load_params(params_path)
     order = list(needs)
+    known = (*_SINGLE_TASK_STAGES, *CELL_STAGES, "report")
+    unknown = [a for a in order if a.partition("@")[0] not in known]
+    if unknown:
+        raise KeyError(f"stage: {unknown} are not veilbench stages (known: {list(known)})")
     waiting = {a: set(needs[a]) & set(order) for a in order}
     slots = _thread_slots()
     lane_on = slots is not None and slots > 1

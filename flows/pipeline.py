@@ -9,9 +9,9 @@
    skips the downstream one if the upstream outputs came out identical; here it runs, and its
    cells, whose input keys did not change, are reused, so the results and the lock are the same.)
 2. *Execute.* The stale stages run as one graph of Prefect tasks (:func:`flows.dag.run_stage_dag`)
-   inside one ``pipeline`` flow (:meth:`PlannedRun.execute`): each starts once the stages it needs have finished, and the
-   workers take the next ready cell of any stage, with no Python start-up per stage (about 10–16
-   s with ``dvc repro``) and no idle workers at stage boundaries.
+   inside one ``pipeline`` flow (:meth:`PlannedRun.execute`): each starts once the stages it needs
+   have finished, and the workers take the next ready cell of any stage, with no Python start-up
+   per stage (about 10–16 s with ``dvc repro``) and no idle workers at stage boundaries.
 3. *Record.* As each stage finishes, DVC saves and commits its outputs (what ``Stage.run`` does
    after its command) in this thread while the workers go on; the ``dvc.lock`` entries of all
    stages that ran are written together when the run ends, also on an error (DVC re-parses and

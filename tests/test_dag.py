@@ -148,3 +148,11 @@ def test_planner_marks_changed_stages_and_everything_downstream() -> None:
     assert planner.needs == {"embed@e": [], "release@s": ["embed@e"]}
     forced = StalePlanner()
     assert forced(prepare, upstream=[], force=True) is prepare and forced.needs == {"prepare@d": []}
+
+
+def test_an_unknown_stage_is_an_error_before_any_work(workdir: Path) -> None:
+    from flows.dag import run_stage_dag
+
+    with pytest.raises(KeyError, match=r"train@x.*not veilbench stages"):
+        run_stage_dag({"prepare@digits": [], "train@x": []}, str(workdir / "params.yaml"))
+    assert not (workdir / "data").exists()
