@@ -22,7 +22,8 @@ GPM returns the closed-form optimum (``veilbench.anchornoise.gpm.two_party_optim
 while the baseline, whose start P(B̄_2ᵀB̄_1) is the same optimum, spends one sweep to detect
 convergence. Timings are wall-clock on a shared machine.
 
-Usage: ``python benchmarks/bench_gpm.py [--quick] [--out PATH]`` (``--quick`` < 60 s).
+Usage: ``python benchmarks/bench_gpm.py [--quick] [--seed N] [--out PATH]`` (``--quick`` < 60 s;
+``--seed``: the instances drawn, 0 for ``reports/bench/gpm.json``).
 """
 
 from __future__ import annotations
@@ -122,19 +123,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small grid, < 60 s")
     parser.add_argument("--out", default="reports/bench/gpm.json")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the instances (default 0)")
     args = parser.parse_args()
     grid = QUICK if args.quick else FULL
-    rows = run(grid)
+    rows = run(grid, args.seed)
     write_json(
         Path(args.out),
         {
             "benchmark": "gpm",
             "mode": "quick" if args.quick else "full",
             "grid": grid,
-            "seed": 0,
+            "seed": args.seed,
             "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS"),
             "gpm": {"init": "spectral (hollowed)", "update": "adaptive", "extrapolation": "secant (guarded)",
-                    "omega_max": OMEGA_MAX, "dense_eig_max": DENSE_EIG_MAX},
+                    "omega_max": OMEGA_MAX, "dense_eig_max": DENSE_EIG_MAX,
+                    "escape": "staircase to St(d, d+1), lifted run to the stop rule or the rank peak"},
             "note": "wall-clock seconds on a shared 2-core machine (other jobs running): compare iterations, "
             "read seconds as indicative only; GPM seconds include its hollowed spectral start (an md × md "
             "eigenproblem, Lanczos for md > dense_eig_max) and the escape's certificate eigenpair; "

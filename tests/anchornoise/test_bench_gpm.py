@@ -8,8 +8,8 @@ from tests.benchmark_run import ROOT, run_quick
 
 
 def test_quick_benchmark_schema(tmp_path):
-    report = run_quick("bench_gpm.py", "--out", tmp_path / "gpm.json", timeout=120)
-    assert report["benchmark"] == "gpm" and report["mode"] == "quick"
+    report = run_quick("bench_gpm.py", "--out", tmp_path / "gpm.json", timeout=120, extra=("--seed", "3"))
+    assert report["benchmark"] == "gpm" and report["mode"] == "quick" and report["seed"] == 3
     rows = report["rows"]
     assert rows and all(set(r) == {"solver", "m", "r", "d", "v", "iterations", "seconds", "objective"} for r in rows)
     assert {r["solver"] for r in rows} == {"gpm", "alternating"}

@@ -16,6 +16,7 @@ from veilbench.anchornoise.gpm import (
     certificate_matrix,
     consensus_rate,
     escape_direction,
+    excess_rank_energy,
     objective,
     polar,
     polar_near,
@@ -374,6 +375,53 @@ def test_escape_is_skipped_when_certified_or_out_of_budget(release_factory):
     R, trace, n, converged = staircase_escape(Bbar, first.rotations_, u, 1e-10, 1e-8, 1)
     assert (len(trace), n, converged) == (2, 1, False)
     np.testing.assert_allclose(np.einsum("mij,mkj->mik", R, R), np.broadcast_to(np.eye(6), (4, 6, 6)), atol=1e-10)
+
+
+def test_excess_rank_energy_is_what_rounding_to_rank_d_discards():
+    rng = np.random.default_rng(0)
+    U = np.linalg.qr(rng.normal(size=(30, 7)))[0]
+    V = haar_orthogonal(7, rng)
+    sigma = np.array([9.0, 7.0, 5.0, 4.0, 3.0, 2.0, 0.5])
+    T = U @ np.diag(sigma) @ V.T  # r × p with p = d + 1 = 7
+    assert excess_rank_energy(T, 6) == pytest.approx(0.25, rel=1e-12)
+    assert excess_rank_energy(T, 5) == pytest.approx(4.25, rel=1e-12)
+    W = np.linalg.svd(T, full_matrices=False)[2][:6].T
+    assert np.sum(T**2) - np.sum((T @ W) ** 2) == pytest.approx(excess_rank_energy(T, 6), rel=1e-10)
+    assert excess_rank_energy(T @ W @ W.T, 6) == pytest.approx(0.0, abs=1e-12)  # rank d: nothing left
+
+
+@pytest.mark.parametrize("seed", [2, 3, 4])
+def test_lifted_run_stops_at_the_first_step_that_does_not_raise_the_excess_rank(seed):
+    Bbar, first = _uncertified_run(seed)
+    u = escape_direction(Bbar, first.rotations_)[1]
+    Y0 = np.stack([polar(np.column_stack([ri, ui])) for ri, ui in zip(first.rotations_, u)])
+    _, trace, n, converged = power_iterations(Bbar, Y0, 1e-10, 1e-8, 400, adaptive=True, until_rank_peak=True)
+    _, full, n_full, _ = power_iterations(Bbar, Y0, 1e-10, 1e-8, 400, adaptive=True)
+    assert converged and n < n_full  # on these instances the peak comes before the stop rule
+    np.testing.assert_allclose(trace, full[: n + 1], rtol=1e-13)  # same iterates up to the stop
+    energy = [excess_rank_energy(template(Bbar, Y0), 6)]
+    for k in range(1, n + 1):
+        Yk = power_iterations(Bbar, Y0, 1e-10, 1e-8, k, adaptive=True)[0]
+        energy.append(excess_rank_energy(template(Bbar, Yk), 6))
+    assert np.all(np.diff(energy[:-1]) > 0) and energy[-1] <= energy[-2]
+
+
+def test_rank_peak_rule_is_inert_on_square_blocks():
+    Bbar, _ = _hard_instance(seed=2)
+    R0 = spectral_init(Bbar)
+    plain = power_iterations(Bbar, R0, 1e-10, 1e-8, 400, adaptive=True)
+    watched = power_iterations(Bbar, R0, 1e-10, 1e-8, 400, adaptive=True, until_rank_peak=True)
+    assert watched[2] == plain[2] and watched[1] == plain[1]
+
+
+def test_escape_stopped_at_the_rank_peak_beats_the_baseline_on_its_former_miss():
+    # benchmark cell (m, r, d, v/s_A) = (16, 200, 16, 0.14), seed 0: the certificate fails at the
+    # baseline's point; with the lifted run to convergence the escape cost 29 iterations (37 vs 20)
+    B, _, _ = synthetic_anchor_uploads(16, 200, 16, 0.14 * np.sqrt(200), 0)
+    gpm = GeneralizedPowerMethod(max_iter=500).fit(B)
+    base = AlternatingProcrustes(max_iter=500).fit(B)
+    assert gpm.escaped_ and not gpm.certified_
+    assert gpm.n_iter_ < base.n_iter_ and gpm.objective_ >= base.objective_ * (1 - 1e-9)
 
 
 def test_polar_near_is_the_polar_factor_and_falls_back_far_from_orthogonal():
