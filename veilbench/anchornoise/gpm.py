@@ -493,7 +493,7 @@ def power_iterations(
     extrapolation, then over-relaxed block sweeps).
     ``until_rank_peak=True`` (lifted blocks R0 (m, d, p), p > d; the escape step): also stop after the
     first iteration that does not increase :func:`excess_rank_energy` of the template.
-    ``converged`` is True when a stop rule fired before ``max_iter``.
+    ``converged`` is True when a stop rule fired (False only when ``max_iter`` ran out first).
     """
     R = R0
     T = template(Bbar, R)
