@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from tasks.codedeps import code_digest
 from tasks.common import load_params
 from tasks.paths import CELL_STAGES, embed_dir, prepare_dir, repo_root, sweep_dir, sweep_report_dir
 from tasks.progress import progress
@@ -76,32 +77,6 @@ def _digest(directory: Path) -> str:
 #: Held around the stage functions of families with ``THREAD_SAFE = False`` (process-global
 #: state, e.g. torch's global generator), so concurrent cells of such families take turns.
 _GLOBAL_STATE_LOCK = threading.Lock()
-
-
-#: Library code a family stage may run, relative to the repo root; its digest is part of every
-#: input key, so a code change recomputes cells (the same paths are the stage deps in dvc.yaml).
-SHARED_CODE = ("veilbench/privacy", "veilbench/metrics", "veilbench/linalg", "veilbench/families", "veilbench/embed",
-               "veilbench/validation.py", "veilbench/io.py", "tasks/sweep.py")
-
-
-#: Code only the evaluate stage runs (the cross-family attack and utility): part of evaluate keys only.
-EVALUATE_CODE = ("veilbench/crossfamily.py",)
-
-
-def code_digest(family: str, stage: str = "release") -> str:
-    """SHA-256 over the source files of ``veilbench/<family>`` and :data:`SHARED_CODE` (plus
-    :data:`EVALUATE_CODE` for the evaluate stage)."""
-    import veilbench
-
-    lib_root = Path(veilbench.__file__).resolve().parents[1]
-    h = hashlib.sha256()
-    for rel in (f"veilbench/{family}", *SHARED_CODE, *(EVALUATE_CODE if stage == "evaluate" else ())):
-        p = lib_root / rel
-        files = sorted(p.rglob("*.py")) if p.is_dir() else [p]
-        for f in files:
-            h.update(str(f.relative_to(lib_root)).encode())
-            h.update(f.read_bytes())
-    return h.hexdigest()
 
 
 def summarise(per_seed: dict[int, dict[str, float]]) -> dict[str, dict[str, float]]:
