@@ -29,7 +29,7 @@ from veilbench.anchornoise.gpm import (
     template,
     young_omega,
 )
-import veilbench.anchornoise.gpm as gpm_module
+import veilbench.anchornoise.gpm.iteration as gpm_iteration
 from veilbench.anchornoise.studies import synthetic_anchor_uploads
 from veilbench.linalg.procrustes import haar_orthogonal, polar_factor
 from veilbench.validation import ValidationError
@@ -457,7 +457,7 @@ def test_a_bad_extrapolation_is_rejected_by_the_guard(monkeypatch):
     Bbar, _ = _hard_instance(m=5, r=40, d=8, v_rel=0.05, seed=0)
     R0 = spectral_init(Bbar)
     rng = np.random.default_rng(0)
-    monkeypatch.setattr(gpm_module, "secant_candidate", lambda *a: random_init(5, 8, rng))
+    monkeypatch.setattr(gpm_iteration, "secant_candidate", lambda *a: random_init(5, 8, rng))
     _, guarded, n, _ = power_iterations(Bbar, R0, 1e-10, 1e-8, 50, adaptive=True)
     _, jac, n_jac, _ = power_iterations(Bbar, R0, 1e-10, 1e-8, 50)
     assert n == n_jac and n > 2

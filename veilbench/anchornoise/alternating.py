@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from veilbench.anchornoise.gpm import _ProcrustesAligner, polar_step, power_iterations
+from veilbench.anchornoise.gpm import polar_step, power_iterations
+from veilbench.anchornoise.gpm.aligner import _ProcrustesAligner
 
 
 class AlternatingProcrustes(_ProcrustesAligner):
