@@ -127,7 +127,7 @@ def _pcg(dual: _Dual, rhs: np.ndarray, tol: float, max_iter: int) -> tuple[np.nd
 
 
 def nearest_correlation_newton(
-    g_noisy: np.ndarray, tol: float = 1e-7, max_iter: int = 100, cg_max_iter: int = 200
+    g_noisy: np.ndarray, tol: float = 1e-8, max_iter: int = 100, cg_max_iter: int = 200
 ) -> Projection:
     """Metric projection of G̃ (n × n symmetric) onto E_n by semismooth Newton (Qi & Sun 2006).
 
