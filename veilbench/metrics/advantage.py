@@ -20,7 +20,7 @@ Both are 0 when the main attack does exactly as well as the control, 1 for a per
 attacker, and undefined (NaN) when the control is already perfect (:math:`r_\text{control} = 1`
 or :math:`e_\text{control} = 0`): no attacker can do better than it.
 
->>> success_advantage(0.6, 0.2)
+>>> success_advantage(0.625, 0.25)
 0.5
 >>> error_advantage(0.25, 1.0)
 0.75
