@@ -330,7 +330,9 @@ def _privacy(inputs: StageInputs, params: Params) -> tuple[dict[str, float], dic
         "privacy_relative_error_min_control": control_err,
     }
     metrics["privacy_linkage_max_advantage"] = success_advantage(metrics["privacy_linkage_max"], control_rate)
-    metrics["privacy_relative_error_min_advantage"] = error_advantage(metrics["privacy_relative_error_min"], control_err)
+    metrics["privacy_relative_error_min_advantage"] = error_advantage(
+        metrics["privacy_relative_error_min"], control_err
+    )
     return metrics, rate
 
 

@@ -14,8 +14,9 @@ EPSILON_CAP = 1000.0
 """Finite stand-in for ε = ∞ (the clean release) in metrics and plots."""
 
 VECTOR_MECHANISMS = ("clean", "noisy", "gaussian", "identity", "identity_noise")
-GRAM_MECHANISMS = ("clean", "noisy", "identity", "identity_noise", "embedding_noise", "aap", "dykstra", "newton", "clip",
-                   "eigclip")
+GRAM_MECHANISMS = (
+    "clean", "noisy", "identity", "identity_noise", "embedding_noise", "aap", "dykstra", "newton", "clip", "eigclip"
+)
 GRAM_PROJECTORS = ("none", "aap", "dykstra", "newton", "clip", "eigclip")
 
 #: Mechanisms whose output never depends on the data (ε = 0, no privacy-ledger entry):

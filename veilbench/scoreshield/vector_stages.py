@@ -71,7 +71,8 @@ def release(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
     info.update(sigma=sigma, clipped_fraction=clipped)
     arrays = {"scores": out, "query_labels": y_q, "gallery_labels": y_gal}
     metrics = {"release_sigma": sigma, "release_clipped_fraction": clipped}
-    if params.mechanism not in ("clean", *DATA_FREE_MECHANISMS):  # ledger: q vectors at (ε, δ) each, or one joint release
+    # privacy ledger: q vectors at (ε, δ) each, or one joint release; nothing for the references
+    if params.mechanism not in ("clean", *DATA_FREE_MECHANISMS):
         metrics.update(dp_epsilon=params.epsilon, dp_delta=params.delta,
                        dp_releases=1.0 if params.joint_queries else float(s.shape[0]))
     return StageOutput(arrays=arrays, metrics=metrics, info=info)
