@@ -9,6 +9,7 @@ import pytest
 
 from veilbench.crossfamily import (
     ARRAYS,
+    control_linkage,
     crossfamily_metrics,
     leaked_pair_linkage,
     representation_utility,
@@ -131,7 +132,8 @@ def test_crossfamily_metrics_keys_values_and_determinism() -> None:
     arrays = _arrays()
     m = crossfamily_metrics(arrays, seed=0)
     assert set(m) == {"xfam_linkage_rate", "xfam_linkage_chance", "xfam_relative_error", "xfam_leaked_pairs",
-                      "xfam_attacked_rows", "xfam_utility_balanced_accuracy"}
+                      "xfam_attacked_rows", "xfam_utility_balanced_accuracy", "xfam_linkage_control",
+                      "xfam_linkage_advantage", "xfam_relative_error_control", "xfam_relative_error_advantage"}
     assert m["xfam_linkage_rate"] == 1.0
     assert m["xfam_leaked_pairs"] == 30.0
     assert m["xfam_attacked_rows"] == arrays["xfam_attack_rep"].shape[0] - 30
@@ -190,3 +192,41 @@ def test_a_leak_that_leaves_one_record_gives_an_undefined_error_not_a_crash() ->
     rep = pool @ np.random.default_rng(3).normal(size=(P, P))  # k + 1 = 7 of 8 records leak
     res = leaked_pair_linkage(rep, np.zeros(8, dtype=np.int64), np.arange(8), pool, seed=0)
     assert res.n_attacked == 1 and math.isnan(res.relative_error) and res.rate in (0.0, 1.0)
+
+
+def test_control_attack_never_sees_the_release() -> None:
+    """Replacing the release by noise (same shape) changes the main attack, never the control."""
+    arrays = _arrays()
+    noised = dict(arrays, xfam_attack_rep=np.random.default_rng(7).normal(size=arrays["xfam_attack_rep"].shape))
+    a, b = crossfamily_metrics(arrays, seed=0), crossfamily_metrics(noised, seed=0)
+    assert a["xfam_linkage_rate"] != b["xfam_linkage_rate"]
+    for key in ("xfam_linkage_control", "xfam_relative_error_control"):
+        assert a[key] == b[key]
+
+
+def test_control_reconstructs_each_group_as_its_leaked_mean() -> None:
+    pool = _records()
+    rep, group, index = _linear_release(pool)
+    ctrl = control_linkage(group, index, pool, rep.shape[1], seed=0)
+    main = leaked_pair_linkage(rep, group, index, pool, seed=0)
+    assert (ctrl.n_leaked, ctrl.leaked_per_group) == (main.n_leaked, main.leaked_per_group)  # same side knowledge
+    # a constant guess per group links at most one record per group
+    assert ctrl.rate * ctrl.n_attacked <= GROUPS
+    # its error is that of the leaked means: about 1 (slightly above: the leaked mean is not the attacked mean)
+    assert 0.98 < ctrl.relative_error < 1.2
+
+
+def test_advantage_is_one_for_an_exact_attack_and_near_zero_for_noise() -> None:
+    m = crossfamily_metrics(_arrays(), seed=0)
+    assert m["xfam_linkage_rate"] == 1.0 and m["xfam_linkage_advantage"] == 1.0
+    assert m["xfam_relative_error_advantage"] > 0.99
+    arrays = _arrays()
+    arrays["xfam_attack_rep"] = np.random.default_rng(3).normal(size=arrays["xfam_attack_rep"].shape)
+    noise = crossfamily_metrics(arrays, seed=0)
+    assert abs(noise["xfam_linkage_advantage"]) < 0.03
+    assert abs(noise["xfam_relative_error_advantage"]) < 0.1
+
+
+def test_control_linkage_rejects_a_zero_width_release() -> None:
+    with pytest.raises(ValidationError, match="rep_dim: must be ≥ 1"):
+        control_linkage(np.zeros(4, dtype=np.int64), np.arange(4), np.eye(4), 0)

@@ -41,6 +41,15 @@ It reconstructs every non-leaked row and links it to its unique nearest pool rec
 The relative reconstruction error :math:`\|\hat X - X\|_F / \|X - \bar X\|_F` is reported beside
 it (:func:`veilbench.metrics.linkage.relative_reconstruction_error`).
 
+**Control attack** (:data:`CONTROL`). The same attacker with the same side knowledge (the same
+leaked pairs' records, the groups, the pool) but without the release: the release is replaced by
+a constant, so each group's affine decoder reduces to its intercept and every attacked row of
+group :math:`g` is reconstructed as :math:`\mu_P^{(g)}`, the mean of that group's leaked records;
+it is linked and scored exactly as the main attack (:func:`control_linkage`). The advantages
+(:mod:`veilbench.metrics.advantage`) are
+:math:`(\text{rate} - \text{rate}_c)/(1 - \text{rate}_c)` for linkage and
+:math:`1 - \text{err}/\text{err}_c` for the relative reconstruction error.
+
 **Utility** (:data:`UTILITY`). The balanced accuracy (mean per-class recall) on the held-out
 test representation of a standardised multinomial logistic regression trained on the train
 representation (the anchor-noise spec §6.2 classifier, used for every family).
@@ -53,6 +62,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from veilbench.metrics.advantage import error_advantage, success_advantage
 from veilbench.metrics.linkage import linkage_rate, relative_reconstruction_error
 from veilbench.validation import ValidationError, as_rng, check_array, check_in_range, check_labels
 
@@ -69,6 +79,11 @@ THREAT_MODEL = (
     "fits one affine ridge decoder (representation → record) per map on these leaked pairs, reconstructs every "
     "other record of that map, and links each reconstruction to its unique nearest record in the family's "
     "private record pool (chance = 1 / distinct pool records)."
+)
+CONTROL = (
+    "The control attacker has the same leaked records but not the release: it reconstructs every attacked record "
+    "of a map as the mean of that map's leaked records and is linked the same way; advantage = (linkage − "
+    "control) / (1 − control)."
 )
 UTILITY = (
     "Utility is the balanced accuracy on held-out records of a standardised logistic regression trained on "
@@ -207,6 +222,28 @@ def leaked_pair_linkage(
     )
 
 
+def control_linkage(
+    attack_group: np.ndarray,
+    attack_index: np.ndarray,
+    pool: np.ndarray,
+    rep_dim: int,
+    leak_fraction: float = DEFAULT_LEAK_FRACTION,
+    seed: int = 0,
+) -> LeakedPairLinkage:
+    """The control attack of the module docstring: :func:`leaked_pair_linkage` on a constant release.
+
+    It never receives the release: only its row count (``len(attack_group)``) and width ``rep_dim``
+    (k, which sets the k + 1 leaked pairs per group, so the leaked records are exactly those of the
+    main attack with the same ``seed``). Each attacked row is reconstructed as its group's leaked
+    records' mean.
+    """
+    n = np.asarray(attack_group).shape[0]
+    k = int(rep_dim)
+    if k < 1:
+        raise ValidationError(f"rep_dim: must be ≥ 1 (the release's columns), got {rep_dim}")
+    return leaked_pair_linkage(np.zeros((n, k)), attack_group, attack_index, pool, leak_fraction, seed)
+
+
 def representation_utility(
     rep_train: np.ndarray, y_train: np.ndarray, rep_test: np.ndarray, y_test: np.ndarray, seed: int = 0
 ) -> float:
@@ -236,7 +273,10 @@ def crossfamily_metrics(
     """The cross-family metrics of one seed from its merged stage arrays.
 
     Returns ``xfam_linkage_rate``, ``xfam_linkage_chance``, ``xfam_relative_error`` (NaN when fewer
-    than two distinct records are left to attack), ``xfam_leaked_pairs``, ``xfam_attacked_rows`` and ``xfam_utility_balanced_accuracy``; an empty dict when no ``xfam_*``
+    than two distinct records are left to attack), ``xfam_leaked_pairs``, ``xfam_attacked_rows``,
+    ``xfam_utility_balanced_accuracy``, the control attack's ``xfam_linkage_control`` and
+    ``xfam_relative_error_control`` and the advantages ``xfam_linkage_advantage`` and
+    ``xfam_relative_error_advantage`` (module docstring); an empty dict when no ``xfam_*``
     array is present. Raises :class:`ValidationError` naming the array when some are missing or
     they are inconsistent (shapes, indices out of range, NaN/inf).
     """
@@ -250,6 +290,8 @@ def crossfamily_metrics(
             f"(got {', '.join(present)})"
         )
     link = leaked_pair_linkage(*(arrays[name] for name in ATTACK_ARRAYS), leak_fraction=leak_fraction, seed=seed)
+    control = control_linkage(arrays["xfam_attack_group"], arrays["xfam_attack_index"], arrays["xfam_pool"],
+                              np.shape(arrays["xfam_attack_rep"])[1], leak_fraction=leak_fraction, seed=seed)
     utility = representation_utility(*(arrays[name] for name in UTILITY_ARRAYS), seed=seed)
     return {
         "xfam_linkage_rate": link.rate,
@@ -258,4 +300,8 @@ def crossfamily_metrics(
         "xfam_leaked_pairs": float(link.n_leaked),
         "xfam_attacked_rows": float(link.n_attacked),
         "xfam_utility_balanced_accuracy": utility,
+        "xfam_linkage_control": control.rate,
+        "xfam_linkage_advantage": success_advantage(link.rate, control.rate),
+        "xfam_relative_error_control": control.relative_error,
+        "xfam_relative_error_advantage": error_advantage(link.relative_error, control.relative_error),
     }

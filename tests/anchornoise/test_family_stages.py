@@ -90,7 +90,8 @@ def test_data_noise_protocols_and_unaligned_control(digits_inputs):
     assert m["utility_balanced_accuracy"] == m["utility_balanced_accuracy_clean_test"]
     assert m["utility_balanced_accuracy_clean_test"] > m["utility_balanced_accuracy_noisy_test"]
     assert {k for k in m if k.startswith("privacy_linkage_")} == {
-        "privacy_linkage_colluder_inverse", "privacy_linkage_max", "privacy_linkage_own_pool_max"
+        "privacy_linkage_colluder_inverse", "privacy_linkage_max", "privacy_linkage_own_pool_max",
+        "privacy_linkage_max_control", "privacy_linkage_max_advantage",
     }
     assert m["gpm_rotation_error"] < 1e-12  # one shared transform needs no alignment
     outs, _ = run_cell(digits_inputs, mechanism="aa_data_noise", sigma=1.0, r=100)

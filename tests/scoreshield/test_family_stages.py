@@ -27,7 +27,7 @@ def run_cell(inputs: dict, params: family.Params, seed: int) -> dict:
     return outs
 
 
-@pytest.mark.parametrize("mechanism", ["clean", "noisy", "gaussian", "identity"])
+@pytest.mark.parametrize("mechanism", ["clean", "noisy", "gaussian", "identity", "identity_noise"])
 def test_vector_stages_finite_and_deterministic(tiny_inputs, mechanism):
     params = family.Params(mechanism=mechanism, epsilon=8.0, n_queries=40, audit_releases=2000)
     a = run_cell(tiny_inputs, params, seed=3)
@@ -79,7 +79,8 @@ def test_bad_params_name_the_field(field, value):
         family.Params(**{field: value})
 
 
-GRAM_MECHS = ["clean", "noisy", "identity", "embedding_noise", "aap", "dykstra", "newton", "clip", "eigclip"]
+GRAM_MECHS = ["clean", "noisy", "identity", "identity_noise", "embedding_noise", "aap", "dykstra", "newton", "clip",
+              "eigclip"]
 
 
 def gram_params(mechanism, **kw):

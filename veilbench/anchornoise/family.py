@@ -5,7 +5,8 @@ representation sharing; only Y_i = X_i O_i + 1Ψ_iᵀ and B_i = A O_i + 1Ψ_iᵀ
 source). Assumptions (spec [assume] items, all configurable through :class:`Params`):
 
 * mechanisms (``Params.mechanism``): ``cgdp``, ``igdp`` (σ optional), ``dc`` (no noise),
-  ``aa_data_noise`` (σ), ``aa_anchor_noise`` (v), the rows of the spec §3 table;
+  ``aa_data_noise`` (σ), ``aa_anchor_noise`` (v), the rows of the spec §3 table, and the
+  data-free reference ``random`` (N(0, 1) uploads of the right shapes, :data:`DATA_FREE`);
 * features are the generic ``embed`` output ``Z_train``/``Z_test`` (standardised or PCA), d = k,
   optionally reduced to ``max_dim`` principal axes (a public PCA, spec §2;
   :mod:`~veilbench.anchornoise.participants`);
@@ -23,6 +24,11 @@ source). Assumptions (spec [assume] items, all configurable through :class:`Para
   and AMC, the better one reported) on anchor mechanisms, the colluder's own inverse otherwise;
 * linkage pool: all non-colluders' training features, exact duplicates merged (``dedup_pool``);
   per-target relative reconstruction error averaged over targets;
+* control attack (:func:`control_reconstruction`): the colluders' side knowledge without the
+  uploads; every target is guessed as the mean of the colluders' records and scored like the
+  attacks: ``privacy_linkage_max_control`` / ``privacy_relative_error_min_control`` and the
+  advantages (:mod:`veilbench.metrics.advantage`) ``privacy_linkage_max_advantage`` =
+  (max − control)/(1 − control) and ``privacy_relative_error_min_advantage`` = 1 − min/control;
 * utility: standardisation + multinomial ``LogisticRegression(max_iter=2000)`` (or an MLP) trained on the aligned
   uploads, balanced accuracy on the aligned test records under both test protocols; the
   headline ``utility_balanced_accuracy`` uses ``test_protocol`` (noisy-test by default);
@@ -67,8 +73,9 @@ from veilbench.anchornoise.mechanisms import (
 from veilbench.anchornoise.participants import assign_participants, reduce_dimension
 from veilbench.anchornoise.studies import data_noise_equivalence
 from veilbench.families.base import FamilyParams, StageInputs, StageOutput
+from veilbench.metrics.advantage import error_advantage, success_advantage
 from veilbench.metrics.linkage import linkage_rate, relative_reconstruction_error
-from veilbench.validation import check_labels
+from veilbench.validation import ValidationError, check_labels
 
 RECON_PREFIX = "recon__"
 
@@ -80,6 +87,22 @@ MECHANISMS: dict[str, str] = {
     "dc": "aa",
     "aa_data_noise": "aa",
     "aa_anchor_noise": "aa",
+    "random": "random",
+}
+
+#: Data-free reference cells (:mod:`veilbench.families.base`): every upload is an independent
+#: N(0, 1) draw of the right shape (:class:`~veilbench.anchornoise.mechanisms.GDPMechanism` kind
+#: ``random``), never reading the records.
+DATA_FREE = ({"mechanism": "random"},)
+
+#: Privacy metric → (control, advantage): the control attacker holds the colluders' bundle
+#: (their records X_c, transforms and A) but not the uploads, and guesses every target as the mean
+#: of X_c (:func:`control_reconstruction`).
+ADVANTAGE_METRICS = {
+    "privacy_linkage_max": ("privacy_linkage_max_control", "privacy_linkage_max_advantage"),
+    "privacy_relative_error_min": ("privacy_relative_error_min_control", "privacy_relative_error_min_advantage"),
+    "xfam_linkage_rate": ("xfam_linkage_control", "xfam_linkage_advantage"),
+    "xfam_relative_error": ("xfam_relative_error_control", "xfam_relative_error_advantage"),
 }
 
 
@@ -90,7 +113,7 @@ class Params(FamilyParams):
     ``v`` (``aa_anchor_noise``) or ``sigma`` (``cgdp``, ``igdp``, ``aa_data_noise``).
     """
 
-    mechanism: Literal["cgdp", "igdp", "dc", "aa_data_noise", "aa_anchor_noise"] = "aa_anchor_noise"
+    mechanism: Literal["cgdp", "igdp", "dc", "aa_data_noise", "aa_anchor_noise", "random"] = "aa_anchor_noise"
     v: float = Field(0.0, ge=0.0, description="anchor noise scale (absolute; v/s_A is reported)")
     sigma: float = Field(0.0, ge=0.0, description="data noise scale on the private representations")
     r: int = Field(200, ge=2, description="anchor rows, must be ≥ d + 1")
@@ -122,7 +145,7 @@ class Params(FamilyParams):
     def _noise_matches_mechanism(self) -> Params:
         if self.v > 0 and self.mechanism != "aa_anchor_noise":
             raise ValueError(f"v: anchor noise needs mechanism 'aa_anchor_noise', got v = {self.v} with {self.mechanism!r}")
-        if self.sigma > 0 and self.mechanism in ("dc", "aa_anchor_noise"):
+        if self.sigma > 0 and self.mechanism in ("dc", "aa_anchor_noise", "random"):
             raise ValueError(f"sigma: data noise is not part of mechanism {self.mechanism!r}, got sigma = {self.sigma}")
         return self
 
@@ -232,8 +255,19 @@ def integrate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
     return StageOutput(arrays=arrays, metrics=metrics, info={"aligned": True, "converged": gpm.converged_})
 
 
+def control_reconstruction(colluder_records: np.ndarray, n_targets: int) -> np.ndarray:
+    """The control attack's reconstructions (n_targets × d): the mean of the colluders' own records
+    X_c (n_c × d) for every target, the best constant guess (in squared error) from the collusion
+    bundle alone; it never reads an upload."""
+    x = np.asarray(colluder_records, dtype=float)
+    if x.ndim != 2 or x.shape[0] < 1:
+        raise ValidationError(f"colluder_records: expected a non-empty 2-d array, got shape {x.shape}")
+    return np.repeat(x.mean(axis=0, keepdims=True), int(n_targets), axis=0)
+
+
 def attack(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
-    """Analyst + colluders 0 … n_colluders−1: reconstruct every non-colluder's training records (§5)."""
+    """Analyst + colluders 0 … n_colluders−1: reconstruct every non-colluder's training records (§5),
+    and the control attack's guess from the colluders' records alone (:func:`control_reconstruction`)."""
     rel, integ = inputs["release"], inputs["integrate"]
     bundle = CollusionBundle.from_private(
         np.arange(params.n_colluders), rel["private_O"], rel["private_Psi"], rel.get("private_A")
@@ -241,8 +275,12 @@ def attack(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
     recon, target_rows = run_attacks(
         rel["Y_train"], rel["party_index_train"], bundle, rel.get("B"), integ["R"], integ.get("template")
     )
-    arrays = {RECON_PREFIX + k: v for k, v in recon.items()} | {"target_rows": target_rows}
-    return StageOutput(arrays=arrays, info={"colluders": bundle.colluders.tolist(), "variants": sorted(recon)})
+    colluder_rows = np.isin(np.asarray(rel["party_index_train"]), bundle.colluders)
+    control = control_reconstruction(np.asarray(rel["xfam_pool"])[colluder_rows], target_rows.size)
+    arrays = {RECON_PREFIX + k: v for k, v in recon.items()} | {"target_rows": target_rows,
+                                                                "control_reconstructions": control}
+    return StageOutput(arrays=arrays, info={"colluders": bundle.colluders.tolist(), "variants": sorted(recon),
+                                            "control": "mean of the colluders' records, no upload"})
 
 
 def _classifier(kind: str, seed: int):
@@ -276,6 +314,9 @@ def _privacy(inputs: StageInputs, params: Params) -> tuple[dict[str, float], dic
         rate[variant] = whole.rate
         own[variant] = sum(link(xhat[s], pool[s], np.arange(s.sum())).rate * s.sum() for s in shares) / rows.size
         err[variant] = float(np.mean([relative_reconstruction_error(xhat[s], pool[s]) for s in shares]))
+    control = np.asarray(att["control_reconstructions"])
+    control_rate = link(control, pool, np.arange(rows.size)).rate
+    control_err = float(np.mean([relative_reconstruction_error(control[s], pool[s]) for s in shares]))
     attacks = sorted({attack_name(v) for v in rate})
     metrics = {f"privacy_linkage_{a}": max(r for v, r in rate.items() if attack_name(v) == a) for a in attacks}
     metrics |= {f"privacy_relative_error_{a}": min(e for v, e in err.items() if attack_name(v) == a) for a in attacks}
@@ -285,7 +326,13 @@ def _privacy(inputs: StageInputs, params: Params) -> tuple[dict[str, float], dic
         "privacy_relative_error_min": min(err.values()),
         "linkage_chance": whole.chance,
         "n_pool": float(whole.n_pool),
+        "privacy_linkage_max_control": control_rate,
+        "privacy_relative_error_min_control": control_err,
     }
+    metrics["privacy_linkage_max_advantage"] = success_advantage(metrics["privacy_linkage_max"], control_rate)
+    metrics["privacy_relative_error_min_advantage"] = error_advantage(
+        metrics["privacy_relative_error_min"], control_err
+    )
     return metrics, rate
 
 

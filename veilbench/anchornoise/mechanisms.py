@@ -9,7 +9,12 @@ kind, noise                 uploaded records Y_i               uploaded anchor B
 ``cgdp``                    X_i O + 1Ψᵀ (+ σ N_i)              none (one (O, Ψ) for everyone)
 ``igdp``                    X_i O_i + 1Ψ_iᵀ (+ σ N_i)          none
 ``aa`` (v = σ = 0: DC)      X_i O_i + 1Ψ_iᵀ (+ σ N_i)          A O_i + 1Ψ_iᵀ (+ v W_i)
+``random`` (data-free)      N_i                                none
 ==========================  ================================  ==================================
+
+``random`` is the data-free reference: every upload (training and both test protocols) is an
+independent standard normal draw of the right shape that never reads X; (O_i, Ψ_i) are still
+drawn (private, unused by the upload) so the collusion bundle has its usual form.
 
 ``aa`` with σ > 0 is "AA-I-GDP + data noise", with v > 0 the proposed anchor noise. Test records
 go through the participant's own (O_i, Ψ_i); ``Y_test_noisy`` adds a fresh σ N (noisy-test
@@ -30,8 +35,8 @@ from veilbench.anchornoise.anchor import AnchorScale, check_anchor, make_anchor
 from veilbench.linalg.procrustes import haar_orthogonal
 from veilbench.validation import ValidationError, check_array, check_in_range
 
-Kind = Literal["cgdp", "igdp", "aa"]
-KINDS: tuple[str, ...] = ("cgdp", "igdp", "aa")
+Kind = Literal["cgdp", "igdp", "aa", "random"]
+KINDS: tuple[str, ...] = ("cgdp", "igdp", "aa", "random")
 
 #: SeedSequence stream keys: [seed, key] (participant i uses PARTY_STREAM + i; TEST_SPLIT_STREAM
 #: deals the test records to participants; ANALYST_STREAM is the analyst's own randomness;
@@ -80,7 +85,7 @@ class GDPMechanism:
 
     Parameters
     ----------
-    kind : ``"cgdp"``, ``"igdp"`` or ``"aa"``.
+    kind : ``"cgdp"``, ``"igdp"``, ``"aa"`` or ``"random"`` (data-free: uploads are N(0, 1) draws).
     v : anchor noise scale, ≥ 0 (only for ``"aa"``).
     sigma : data noise scale σ ≥ 0 on the private representations.
     r : anchor rows, ≥ d + 1 (``"aa"`` only).
@@ -112,6 +117,8 @@ class GDPMechanism:
         s_psi = check_in_range(self.translation_scale, "translation_scale", 0.0, None)
         if v > 0 and self.kind != "aa":
             raise ValidationError(f"v: anchor noise needs kind 'aa' (an anchor upload), got v = {v} with {self.kind!r}")
+        if sigma > 0 and self.kind == "random":
+            raise ValidationError(f"sigma: the data-free 'random' release adds no data noise, got sigma = {sigma}")
         return v, sigma, s_psi
 
     def release(
@@ -170,6 +177,11 @@ class GDPMechanism:
             if B is not None:
                 B[i] = gdp(a, O[i], Psi[i]) + v * rng.standard_normal(a.shape)
             rows, trows = p == i, pt == i
+            if self.kind == "random":
+                Y[rows] = rng.standard_normal((int(rows.sum()), d))
+                Yt_clean[trows] = rng.standard_normal((int(trows.sum()), d))
+                Yt_noisy[trows] = Yt_clean[trows]
+                continue
             Y[rows] = gdp(x[rows], O[i], Psi[i]) + sigma * rng.standard_normal((int(rows.sum()), d))
             Yt_clean[trows] = gdp(xt[trows], O[i], Psi[i])
             Yt_noisy[trows] = Yt_clean[trows] + sigma * rng.standard_normal((int(trows.sum()), d))

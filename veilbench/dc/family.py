@@ -50,7 +50,15 @@ Stages (``seed`` = trial index ``r``; it seeds sources, anchors, obfuscators, at
       outside the target party [assume: the paper's evaluator images are independent];
     * ``privacy_reconstruction_mse``: min over attacks of the mean squared error per entry;
     * ``privacy_linkage_rate``: max over attacks of the unique-nearest-record linkage rate against
-      all training records, with ``privacy_linkage_rate_chance`` = 1/n.
+      all training records, with ``privacy_linkage_rate_chance`` = 1/n;
+    * for each of these three, ``<metric>_control``, the same score of the control attack (same
+      leaked anchor rows, no release: every target guessed as the leaked anchor records' mean,
+      :func:`control_reconstruction`), and ``<metric>_advantage`` (:mod:`veilbench.metrics.advantage`):
+      (main − control)/(1 − control) for the two rates, 1 − main/control for the MSE.
+
+    Data-free reference (``obfuscation="random"``, :data:`DATA_FREE`): every party releases
+    i.i.d. N(0, 1) IRs of its records, the anchor and the test set; its ``utility_accuracy`` is
+    what integration and the classifier get from the labels alone.
 
     For a privacy–utility plot the utility number is ``utility_accuracy`` and the privacy number
     ``privacy_reconstruction_accuracy_best``.
@@ -75,11 +83,26 @@ from veilbench.dc.nystrom import NystromNKI
 from veilbench.dc.obfuscation import obfuscate_parties
 from veilbench.dc.parties import allocate_parties
 from veilbench.families.base import FamilyParams, StageInputs, StageOutput
+from veilbench.metrics.advantage import error_advantage, success_advantage
 from veilbench.metrics.linkage import linkage_rate
 from veilbench.validation import ValidationError
 
 #: Reference "methods" of the paper's roster (spec §2.9): no integration, raw records.
 BASELINES = ("central", "local")
+
+#: Data-free reference cells (:mod:`veilbench.families.base`): every party releases i.i.d.
+#: N(0, 1) intermediate representations of the right shapes (records, anchor, test set).
+DATA_FREE = ({"obfuscation": "random"},)
+
+#: Privacy metric → (control, advantage) (:func:`control_reconstruction`, module docstring).
+ADVANTAGE_METRICS = {
+    "privacy_reconstruction_accuracy_best": ("privacy_reconstruction_accuracy_best_control",
+                                             "privacy_reconstruction_accuracy_best_advantage"),
+    "privacy_reconstruction_mse": ("privacy_reconstruction_mse_control", "privacy_reconstruction_mse_advantage"),
+    "privacy_linkage_rate": ("privacy_linkage_rate_control", "privacy_linkage_rate_advantage"),
+    "xfam_linkage_rate": ("xfam_linkage_control", "xfam_linkage_advantage"),
+    "xfam_relative_error": ("xfam_relative_error_control", "xfam_relative_error_advantage"),
+}
 
 
 class Params(FamilyParams):
@@ -94,8 +117,9 @@ class Params(FamilyParams):
     n_parties: int | None = Field(
         None, ge=1, le=10_000, description="K: re-allocate the records into K seeded parties (None: dataset partition)"
     )
-    obfuscation: Literal["pca", "kpca", "umap", "orthogonal"] | None = Field(
-        "pca", description="per-party f_k (§1.3); None (set automatically) for central/local, which share raw records"
+    obfuscation: Literal["pca", "kpca", "umap", "orthogonal", "random"] | None = Field(
+        "pca", description="per-party f_k (§1.3; 'random': the data-free reference, i.i.d. N(0, 1) IRs); "
+        "None (set automatically) for central/local, which share raw records"
     )
     d_tilde: int = Field(10, ge=1, description="intermediate dimension d̃ = d̂")
     method: Literal["mpp", "gep", "odc", "lki", "nki", "central", "local"] = Field(
@@ -125,7 +149,8 @@ class Params(FamilyParams):
     @computed_field  # type: ignore[prop-decorator]
     @property
     def variant(self) -> str:
-        """The paper's roster name (§2.9), e.g. ``NKI+TSL+Center``, ``LKI``, ``Central``: a ``group_by`` key."""
+        """The paper's roster name (§2.9), e.g. ``NKI+TSL+Center``, ``LKI``, ``Central``: a ``group_by`` key;
+        the data-free reference is ``Random release (NKI)`` (its integration in brackets)."""
         if self.method in BASELINES:
             return self.method.capitalize()
         name = self.method.upper()
@@ -133,7 +158,7 @@ class Params(FamilyParams):
             name += {"none": "", "gl": "+GL", "tsl": "+TSL"}[self.graph] + ("+Center" if self.center else "")
             name += "" if self.nystrom_rank is None else f"+Nyström{self.nystrom_rank}"
             name += "" if self.nki_objective == "paper" else "+residual"
-        return name
+        return f"Random release ({name})" if self.obfuscation == "random" else name
 
     @model_validator(mode="before")
     @classmethod
@@ -214,6 +239,9 @@ def release(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
     }
     if params.method in BASELINES:
         info["released_by_parties"] = ["raw records"] if params.method == "central" else []
+        # the anchor is the attacker's side knowledge (its control guess), not a release here
+        arrays.update(anchor=anchor.X, anchor_labels=anchor.y)
+        info["private_not_for_analyst"] = ["anchor", "anchor_labels", "record_index", "source_index"]
         return StageOutput(arrays=arrays, info=info)
     own, shared, settings = obfuscate_parties(
         params.obfuscation, params.d_tilde, [x_train[i] for i in idx], [anchor.X, x_test], seed
@@ -325,29 +353,49 @@ def attack_names(params: Params) -> tuple[str, ...]:
     return {"central": ("raw",), "local": ()}.get(params.method, params.attacks)
 
 
+def control_reconstruction(x_leaked: np.ndarray, n_targets: int) -> np.ndarray:
+    """The control attack's reconstructions (n_targets × d): the mean of the leaked anchor records
+    ``x_leaked`` (|I| × d) for every target.
+
+    The control has the main attacks' side knowledge (the leaked anchor rows A_I) but not the
+    release (no IR of the target party): the constant that minimises its expected squared error is
+    the mean of what it knows. Controls for all three privacy metrics (module docstring of
+    :mod:`veilbench.metrics.advantage`).
+    """
+    x = np.asarray(x_leaked, dtype=float)
+    if x.ndim != 2 or x.shape[0] < 1:
+        raise ValidationError(f"x_leaked: expected a non-empty 2-d array of leaked records, got shape {x.shape}")
+    return np.repeat(x.mean(axis=0, keepdims=True), int(n_targets), axis=0)
+
+
 def attack(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
-    """Reconstruct the target party's non-leaked-label records from leaked anchor pairs (spec §5)."""
+    """Reconstruct the target party's non-leaked-label records from leaked anchor pairs (spec §5);
+    also the control attack's guess (:func:`control_reconstruction`), which reads no release."""
     rel = inputs["release"]
     if not attack_names(params):
         return StageOutput(info={"attacks": [], "skipped": "Local shares nothing" if params.method == "local"
                                  else "attacks=()"})
     target = _targets(rel, params)
     k = params.target_party
-    info = {"attacks": list(attack_names(params)), "n_targets": int(target.sum()), "target_party": k}
-    if params.method == "central":
-        x_train, _ = _features(inputs, params)
-        recon = x_train[rel["record_index"][target]][None]
-        return StageOutput(arrays={"reconstructions": recon, "target_index": rel["record_index"][target]}, info=info)
+    info = {"attacks": list(attack_names(params)), "n_targets": int(target.sum()), "target_party": k,
+            "control": "mean of the leaked anchor records, no release"}
     n_classes = np.unique(inputs["prepare"]["y_train"]).size
     leaked = _leaked_rows(rel["anchor_labels"], params, n_classes, seed)
     if leaked.size < 2:
         raise ValidationError(f"leaked_labels: {list(params.leaked_labels)} pick {leaked.size} anchor rows, need ≥ 2")
+    control = control_reconstruction(rel["anchor"][leaked], int(target.sum()))
+    if params.method == "central":
+        x_train, _ = _features(inputs, params)
+        recon = x_train[rel["record_index"][target]][None]
+        return StageOutput(arrays={"reconstructions": recon, "control_reconstructions": control,
+                                   "target_index": rel["record_index"][target]}, info=info)
     recons = []
     for name in params.attacks:
         att = make_attack(name, seed=seed, max_iter=params.mlp_max_iter)
         att.fit(rel["ir_anchor"][k][leaked], rel["anchor"][leaked])
         recons.append(att.reconstruct(rel["ir_train"][target]))
-    arrays = {"reconstructions": np.stack(recons), "target_index": rel["record_index"][target]}
+    arrays = {"reconstructions": np.stack(recons), "control_reconstructions": control,
+              "target_index": rel["record_index"][target]}
     info["n_leaked_pairs"] = int(leaked.size)
     return StageOutput(arrays=arrays, info=info)
 
@@ -378,6 +426,16 @@ def _privacy_metrics(
         privacy_linkage_rate=max(v["privacy_linkage_rate"] for v in per_attack.values()),
         privacy_linkage_rate_chance=1.0 / y_train.size,
     )
+    control = np.asarray(att["control_reconstructions"])
+    metrics.update(
+        privacy_reconstruction_accuracy_best_control=float(np.mean(evaluator.predict(control) == y_train[target])),
+        privacy_reconstruction_mse_control=float(np.mean((control - x_train[target]) ** 2)),
+        privacy_linkage_rate_control=linkage_rate(control, x_train, target).rate,
+    )
+    advantage = {"privacy_reconstruction_accuracy_best": success_advantage,
+                 "privacy_reconstruction_mse": error_advantage, "privacy_linkage_rate": success_advantage}
+    for metric, fn in advantage.items():
+        metrics[f"{metric}_advantage"] = fn(metrics[metric], metrics[f"{metric}_control"])
     return metrics, best
 
 

@@ -14,6 +14,9 @@ kind            ``f_k``
                 ``n_neighbors ~ U{2..7}``, ``min_dist ~ U[0, 0.8)``, ``random_state = seed`` [paper]
 ``orthogonal``  ``x ↦ x Q_k``, ``Q_k`` the first ``d̃`` columns of a Haar orthogonal d × d matrix
                 (``veilbench.embed.encoders.RandomOrthogonalProjection``) [assume]
+``random``      data-free reference: every call returns i.i.d. N(0, 1) rows of width ``d̃``
+                (:class:`RandomRepresentation`), one row per input row, never reading the
+                values: the release an analyst gets from publishing nothing useful [assume]
 =============== ==================================================================================
 
 Per-party seeds are ``seed·1000 + k`` (spec §1.3 [assume]); see :func:`party_seed`.
@@ -24,6 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.decomposition import PCA
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
@@ -31,8 +35,28 @@ from sklearn.preprocessing import StandardScaler
 from veilbench.embed.encoders import MedianRBFKernelPCA, RandomOrthogonalProjection
 from veilbench.validation import ValidationError, as_rng
 
-OBFUSCATIONS = ("pca", "kpca", "umap", "orthogonal")
+OBFUSCATIONS = ("pca", "kpca", "umap", "orthogonal", "random")
 UMAP_METRICS = ("correlation", "cosine", "euclidean")
+
+
+class RandomRepresentation(TransformerMixin, BaseEstimator):
+    """Data-free ``f_k``: ``transform(X)`` is an independent (len(X) × dim) i.i.d. N(0, 1) draw.
+
+    Only the number of rows of ``X`` is read. The draws come from one generator seeded by
+    ``random_state`` at ``fit``, so a fitted party's successive calls (its records, the anchor, the
+    test set) are independent of each other and of the data, and reproducible given the seed.
+    """
+
+    def __init__(self, dim: int = 16, random_state: int | None = None):
+        self.dim = dim
+        self.random_state = random_state
+
+    def fit(self, X: np.ndarray, y: Any = None) -> RandomRepresentation:
+        self.rng_ = as_rng(self.random_state)
+        return self
+
+    def transform(self, X: np.ndarray) -> np.ndarray:
+        return self.rng_.standard_normal((len(X), self.dim))
 
 
 def party_seed(seed: int, party: int) -> int:
@@ -56,7 +80,8 @@ def make_obfuscator(kind: str, d_tilde: int, n_rows: int, n_features: int, seed:
     Raises ``ValidationError`` when ``d̃`` exceeds what ``kind`` can produce
     (PCA: ``min(n_rows, d)``; kernel PCA: ``n_rows``; orthogonal: ``d``; UMAP: ``n_rows − 2``).
     """
-    limits = {"pca": min(n_rows, n_features), "kpca": n_rows, "orthogonal": n_features, "umap": n_rows - 2}
+    limits = {"pca": min(n_rows, n_features), "kpca": n_rows, "orthogonal": n_features, "umap": n_rows - 2,
+              "random": 100_000}
     if kind not in limits:
         raise ValidationError(f"obfuscation: must be one of {list(OBFUSCATIONS)}, got {kind!r}")
     if not 1 <= d_tilde <= limits[kind]:
@@ -70,6 +95,8 @@ def make_obfuscator(kind: str, d_tilde: int, n_rows: int, n_features: int, seed:
         return make_pipeline(StandardScaler(), MedianRBFKernelPCA(dim=d_tilde, random_state=seed))
     if kind == "orthogonal":
         return RandomOrthogonalProjection(dim=d_tilde, random_state=seed)
+    if kind == "random":
+        return RandomRepresentation(dim=d_tilde, random_state=seed)
     import umap  # lazy: numba JIT costs ~20 s on the first fit in a process
 
     return umap.UMAP(n_components=d_tilde, random_state=seed, n_jobs=1, **draw_umap_settings(seed))

@@ -20,6 +20,17 @@ A module may set ``THREAD_SAFE = False`` when its stage functions use process-gl
 seeds torch's global generator): the pipeline then never runs two of its cells at once in one
 process. The default is True: cells of other families run concurrently in worker threads.
 
+Data-free references and control attacks. A module may declare ``DATA_FREE``: a tuple of option
+dicts, each naming the options that make a cell a *data-free reference*, a release that never
+reads the private data (same shapes, same random streams as the real releases), e.g.
+``({"mechanism": "identity"}, {"mechanism": "identity_noise"})``; a cell whose options contain all
+items of one of them is a reference (:func:`is_data_free`), run as an ordinary cell, whose
+utility is what publishing nothing useful achieves. A module may also declare
+``ADVANTAGE_METRICS``: privacy metric → ``(control metric, advantage metric)`` it emits per seed,
+the control being the same attack with the same side knowledge but without the release, and the
+advantage (:mod:`veilbench.metrics.advantage`) ``(main − control)/(1 − control)`` for success
+rates or ``1 − main/control`` for errors.
+
 ``inputs`` maps each earlier stage name (``"prepare"``, ``"embed"``, ``"release"``, …) to the
 arrays that stage produced for this cell and seed. A stage returns plain arrays (saved as an
 ``.npz`` with ``allow_pickle=False``), scalar metrics (logged to MLflow, written to JSON) and a
@@ -67,3 +78,8 @@ class StageFunction(Protocol):
 def passthrough(inputs: StageInputs, params: Any, seed: int) -> StageOutput:
     """A stage a family does not need: produces nothing, recorded as a pass-through."""
     return StageOutput(info={"passthrough": True})
+
+
+def is_data_free(data_free: tuple[Mapping[str, Any], ...], options: Mapping[str, Any]) -> bool:
+    """True when ``options`` (a cell's options) contain every item of one entry of ``data_free``."""
+    return any(all(k in options and options[k] == v for k, v in ref.items()) for ref in data_free)

@@ -22,7 +22,10 @@ release's error is reported beside it).
 Assumptions (the paper's values are lost, spec §10): regime-(i) privacy is per query vector
 (``joint_queries=True`` scales Δ by √q); thresholds, k, AAP T_max/tol are parameters with the
 spec's suggested defaults; the vector ``identity`` release is all-zero scores (the off-diagonal
-of I); ``clean`` has ε = ∞, reported as :data:`EPSILON_CAP`; the Gram audit runs on the
+of I); ``identity_noise`` (both regimes) is the Gaussian release with the data replaced by the
+all-zero scores / I_n (same σ, same noise draw as the Gaussian cells of the seed, then the clip or
+the cell's ``projector``): data-free, ε = 0, the reference a release must beat (spec §8);
+``clean`` has ε = ∞, reported as :data:`EPSILON_CAP`; the Gram audit runs on the
 unprojected G̃ of a small worst-case collection (projection is post-processing).
 """
 
@@ -34,7 +37,19 @@ from veilbench.families.base import StageInputs, StageOutput
 from veilbench.scoreshield import gram_stages, vector_stages
 from veilbench.scoreshield.params import EPSILON_CAP, Params
 
-__all__ = ["EPSILON_CAP", "Params", "attack", "evaluate", "integrate", "release"]
+__all__ = ["ADVANTAGE_METRICS", "DATA_FREE", "EPSILON_CAP", "Params", "attack", "evaluate", "integrate", "release"]
+
+#: Data-free reference cells (:mod:`veilbench.families.base`): all-zero scores / I_n, and the
+#: cell's noise and clip/projection applied to them.
+DATA_FREE = ({"mechanism": "identity"}, {"mechanism": "identity_noise"})
+
+#: The cross-family linkage attack and its control (:mod:`veilbench.crossfamily`, Gram regime).
+#: The audit's ε lower bound has no control: a distinguisher without the release certifies ε̂ = 0,
+#: so its advantage would be ε̂ itself.
+ADVANTAGE_METRICS = {
+    "xfam_linkage_rate": ("xfam_linkage_control", "xfam_linkage_advantage"),
+    "xfam_relative_error": ("xfam_relative_error_control", "xfam_relative_error_advantage"),
+}
 
 
 def _stages(params: Params):

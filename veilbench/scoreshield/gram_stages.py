@@ -32,8 +32,9 @@ from veilbench.scoreshield.gram import (
     audit_gram_release,
     cosine_gram,
     spectral_embedding,
+    symmetric_gaussian,
 )
-from veilbench.scoreshield.params import Params, stream, unit_rows
+from veilbench.scoreshield.params import DATA_FREE_MECHANISMS, Params, stream, unit_rows
 from veilbench.scoreshield.projectors import feasibility
 from veilbench.scoreshield.risk import noisy_expected_frobenius_sq, predicted_frobenius_sq
 from veilbench.scoreshield.tasks import (
@@ -99,12 +100,34 @@ def mechanism(params: Params) -> GaussianGramMechanism:
                                  params.calibrator)
 
 
+def projector_name(params: Params) -> str:
+    """The projector a cell applies to its noisy Gram ("none" for noisy and the non-Gaussian releases)."""
+    if params.mechanism == "identity_noise":
+        return params.projector
+    return params.mechanism if params.mechanism in PROJECTORS else "none"
+
+
 def _projector_options(params: Params) -> dict:
     return {
         "aap": {"max_iter": params.aap_max_iter, "tol": params.aap_tol, "finalize": params.aap_finalize},
         "dykstra": {"max_iter": params.dykstra_max_iter, "tol": params.dykstra_tol},
         "newton": {"tol": params.newton_tol},
-    }.get(params.mechanism, {})
+    }.get(projector_name(params), {})
+
+
+def identity_noise_gram(params: Params, n: int, rng: np.random.Generator) -> tuple[np.ndarray, float]:
+    """(released Gram (n × n), σ) of the data-free ``identity_noise`` release.
+
+    P(I_n + sym(Z)) with Z i.i.d. N(0, σ²), σ the cell's calibration for n records and P the cell's
+    ``projector`` ("none": no projection): the Gaussian release with the data replaced by I_n. It
+    draws Z exactly as :meth:`GaussianGramMechanism.release` does from the same generator, so it is
+    paired with the Gaussian cells of the same seed, and it reads only n.
+    """
+    sigma = mechanism(params).sigma_for(n)
+    g = identity_gram(n) + symmetric_gaussian(n, sigma, rng)
+    if params.projector != "none":
+        g = PROJECTORS[params.projector](g, **_projector_options(params)).gram
+    return g, sigma
 
 
 def release(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
@@ -120,6 +143,10 @@ def release(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
         g = cosine_gram(x)
     elif params.mechanism == "identity":
         g = identity_gram(n)
+    elif params.mechanism == "identity_noise":
+        g, sigma = identity_noise_gram(params, n, rng)
+        info.update(adjacency=params.adjacency, sensitivity=mechanism(params).sensitivity_for(n),
+                    projector=params.projector, data_free=True)
     elif params.mechanism == "embedding_noise":
         sigma = embedding_noise_sigma(params.epsilon, params.delta, params.calibrator)
         g = embedding_noise_gram(x, sigma, rng)
@@ -140,7 +167,7 @@ def release(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
     if "projection" in info:
         metrics["release_iterations"] = float(info["projection"]["iterations"])
         metrics["release_n_eigh"] = float(info["projection"]["n_eigh"])
-    if params.mechanism not in ("clean", "identity"):  # privacy ledger: one (ε, δ) release of the Gram
+    if params.mechanism not in ("clean", *DATA_FREE_MECHANISMS):  # privacy ledger: one (ε, δ) release of the Gram
         metrics.update(dp_epsilon=params.epsilon, dp_delta=params.delta)
     return StageOutput(arrays={"gram": g, "labels": y, **ids}, metrics=metrics, info=info)
 
@@ -198,8 +225,8 @@ def _noisy_gram_audit(epsilon: float, delta: float, adjacency: str, sensitivity:
 def attack(inputs: StageInputs, params: Params, seed: int) -> tuple[float, dict]:
     """(ε lower bound, info): worst-case neighbours of the noisy Gram (projections are post-processing)."""
     audit_seed = int(stream(seed, "attack").integers(2**31))
-    if params.mechanism == "identity":
-        return 0.0, {"audited": "none: the output I_n does not depend on the data"}
+    if params.mechanism in DATA_FREE_MECHANISMS:
+        return 0.0, {"audited": f"none: the {params.mechanism} output does not depend on the data"}
     if params.mechanism in ("clean", "embedding_noise"):
         sigma = 0.0 if params.mechanism == "clean" else embedding_noise_sigma(params.epsilon, params.delta, params.calibrator)
 
@@ -234,7 +261,8 @@ def evaluate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
     g = check_array(rel["gram"], "release.gram", ndim=2)
     y = check_labels(rel["labels"], "release.labels", n=g.shape[0])
     s_flat, genuine = pair_scores(g, y, y, exclude_diagonal=True)
-    upper = np.inf if params.mechanism == "noisy" else 1.0
+    unprojected = params.mechanism == "noisy" or (params.mechanism == "identity_noise" and params.projector == "none")
+    upper = np.inf if unprojected else 1.0
     metrics = verification_metrics(s_flat, genuine, params.threshold, upper)
     metrics.update(retrieval_metrics(integ["topk"], integ["ranking"], y, y))
     agree = clustering_agreement(y, integ["clusters"])

@@ -13,8 +13,16 @@ from veilbench.validation import ValidationError, check_array
 EPSILON_CAP = 1000.0
 """Finite stand-in for ε = ∞ (the clean release) in metrics and plots."""
 
-VECTOR_MECHANISMS = ("clean", "noisy", "gaussian", "identity")
-GRAM_MECHANISMS = ("clean", "noisy", "identity", "embedding_noise", "aap", "dykstra", "newton", "clip", "eigclip")
+VECTOR_MECHANISMS = ("clean", "noisy", "gaussian", "identity", "identity_noise")
+GRAM_MECHANISMS = (
+    "clean", "noisy", "identity", "identity_noise", "embedding_noise", "aap", "dykstra", "newton", "clip", "eigclip"
+)
+GRAM_PROJECTORS = ("none", "aap", "dykstra", "newton", "clip", "eigclip")
+
+#: Mechanisms whose output never depends on the data (ε = 0, no privacy-ledger entry):
+#: ``identity`` (all-zero scores / I_n) and ``identity_noise`` (the cell's noise and clip or
+#: projection applied with the data replaced by the all-zero scores / I_n).
+DATA_FREE_MECHANISMS = ("identity", "identity_noise")
 
 # Stage-specific random streams derived from the cell seed (stages never share random numbers;
 # the subsample and the noise do not depend on the mechanism, so cells are paired by seed).
@@ -25,9 +33,13 @@ class Params(FamilyParams):
     """One ScoreShield cell.
 
     ``regime="vector"`` (spec §3.1): ``mechanism`` ∈ clean | noisy (Gaussian, no clip) |
-    gaussian (ScoreShield: Gaussian + clip) | identity (all scores 0, data-independent).
+    gaussian (ScoreShield: Gaussian + clip) | identity (all scores 0, data-independent) |
+    identity_noise (clip(0 + σg, −1, 1) with the cell's σ: the noise and clip alone, data-free).
     ``regime="gram"`` (spec §3.3–3.5): clean | noisy (G̃) | identity (I_n) | embedding_noise |
-    aap | dykstra | newton (exact) | clip (box only) | eigclip (PSD clip + unit-diagonal rescale).
+    aap | dykstra | newton (exact) | clip (box only) | eigclip (PSD clip + unit-diagonal rescale) |
+    identity_noise (``projector``(I_n + sym(Z)) with the cell's σ for n records: the same noise and
+    projection as the Gaussian releases with the data replaced by I_n, data-free; its risk
+    ‖Ĝ − G‖_F² against the clean G is the data-free reference of the risk-scaling sweeps).
     ``gram_source="movielens"`` releases the item–item Gram of the ``n_records`` most-rated
     MovieLens movies instead of the embedded dataset and adds collaborative-filtering metrics;
     ``gram_source="text"`` releases the sentence Gram of the built-in paraphrase corpus
@@ -36,7 +48,8 @@ class Params(FamilyParams):
 
     regime: Literal["vector", "gram"] = "vector"
     mechanism: Literal[
-        "clean", "noisy", "gaussian", "identity", "embedding_noise", "aap", "dykstra", "newton", "clip", "eigclip"
+        "clean", "noisy", "gaussian", "identity", "identity_noise", "embedding_noise", "aap", "dykstra", "newton",
+        "clip", "eigclip",
     ] = "gaussian"
     epsilon: float = Field(1.0, gt=0)
     delta: float = Field(1e-5, gt=0, lt=1)
@@ -60,6 +73,7 @@ class Params(FamilyParams):
     dykstra_tol: float = Field(1e-7, gt=0)
     newton_tol: float = Field(1e-7, gt=0)
     n_clusters: int | None = Field(None, ge=2)
+    projector: Literal["none", "aap", "dykstra", "newton", "clip", "eigclip"] = "newton"
     # tasks
     top_k: int = Field(10, ge=1)
     tiebreak: Literal["random", "index"] = "random"
@@ -76,13 +90,20 @@ class Params(FamilyParams):
         allowed = VECTOR_MECHANISMS if self.regime == "vector" else GRAM_MECHANISMS
         if self.mechanism not in allowed:
             raise ValueError(f"mechanism: regime {self.regime!r} allows {list(allowed)}, got {self.mechanism!r}")
+        if "projector" in self.model_fields_set and not (self.regime == "gram" and self.mechanism == "identity_noise"):
+            raise ValueError(
+                "projector: only the gram identity_noise release takes a projector (the Gaussian releases name it "
+                f"in mechanism), got regime={self.regime!r}, mechanism={self.mechanism!r}"
+            )
         if self.gram_source != "embed" and self.regime != "gram":
             raise ValueError(f"gram_source: {self.gram_source!r} needs regime='gram'")
         return self
 
     def claimed_epsilon(self) -> float:
-        """ε the release claims: ∞ (capped) for clean, 0 for the data-independent identity."""
-        return {"clean": EPSILON_CAP, "identity": 0.0}.get(self.mechanism, self.epsilon)
+        """ε the release claims: ∞ (capped) for clean, 0 for the data-free releases."""
+        if self.mechanism in DATA_FREE_MECHANISMS:
+            return 0.0
+        return EPSILON_CAP if self.mechanism == "clean" else self.epsilon
 
 
 def stream(seed: int, stage: str) -> np.random.Generator:

@@ -12,7 +12,7 @@ import numpy as np
 from veilbench.families.base import StageInputs, StageOutput
 from veilbench.metrics.retrieval import rank_items, thresholded_topk
 from veilbench.metrics.verification import pair_scores
-from veilbench.scoreshield.params import EPSILON_CAP, Params, stream, unit_rows
+from veilbench.scoreshield.params import DATA_FREE_MECHANISMS, EPSILON_CAP, Params, stream, unit_rows
 from veilbench.scoreshield.sensitivity import vector_sensitivity
 from veilbench.scoreshield.tasks import audit_info, privacy_from_attack, retrieval_metrics, verification_metrics
 from veilbench.scoreshield.vector import GaussianScoreMechanism, audit_score_release
@@ -37,7 +37,18 @@ def mechanism(params: Params, n_queries: int) -> GaussianScoreMechanism:
     base = params.sensitivity if margin is None else vector_sensitivity(margin)
     sens = base * (np.sqrt(n_queries) if params.joint_queries else 1.0)
     return GaussianScoreMechanism(params.epsilon, params.delta, sens, params.calibrator,
-                                  clip=params.mechanism == "gaussian", score_floor=-1.0 if margin is None else -margin)
+                                  clip=params.mechanism in ("gaussian", "identity_noise"),
+                                  score_floor=-1.0 if margin is None else -margin)
+
+
+def identity_noise_scores(params: Params, shape: tuple[int, int], seed: int) -> tuple[np.ndarray, float, float]:
+    """(scores (q, n), σ, clipped share) of the data-free ``identity_noise`` release.
+
+    clip(0 + σg, −1, 1): the cell's mechanism and random stream applied to all-zero scores of
+    ``shape``, so it draws the same g as the Gaussian cell of the same seed and never reads the data.
+    """
+    rel = mechanism(params, shape[0]).release(np.zeros(shape), stream(seed, "release"))
+    return rel.scores, rel.sigma, rel.clipped_fraction
 
 
 def release(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
@@ -49,6 +60,8 @@ def release(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
         out, sigma, clipped = s, 0.0, 0.0
     elif params.mechanism == "identity":
         out, sigma, clipped = np.zeros_like(s), 0.0, 0.0
+    elif params.mechanism == "identity_noise":
+        out, sigma, clipped = identity_noise_scores(params, s.shape, seed)
     else:
         mech = mechanism(params, s.shape[0])
         rel = mech.release(s, stream(seed, "release"))
@@ -58,7 +71,8 @@ def release(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
     info.update(sigma=sigma, clipped_fraction=clipped)
     arrays = {"scores": out, "query_labels": y_q, "gallery_labels": y_gal}
     metrics = {"release_sigma": sigma, "release_clipped_fraction": clipped}
-    if params.mechanism not in ("clean", "identity"):  # privacy ledger: q vectors at (ε, δ) each, or one joint release
+    # privacy ledger: q vectors at (ε, δ) each, or one joint release; nothing for the references
+    if params.mechanism not in ("clean", *DATA_FREE_MECHANISMS):
         metrics.update(dp_epsilon=params.epsilon, dp_delta=params.delta,
                        dp_releases=1.0 if params.joint_queries else float(s.shape[0]))
     return StageOutput(arrays=arrays, metrics=metrics, info=info)
@@ -88,9 +102,10 @@ def attack(inputs: StageInputs, params: Params, seed: int) -> tuple[float, dict]
             return clean
     else:
         mech = mechanism(params, np.asarray(inputs["release"]["scores"]).shape[0])
+        data_free = params.mechanism == "identity_noise"
 
         def fn(clean: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-            return mech.release(clean, rng).scores
+            return mech.release(np.zeros_like(clean) if data_free else clean, rng).scores
 
     res = audit_score_release(fn, params.delta, params.audit_releases, int(stream(seed, "attack").integers(2**31)),
                               params.audit_alpha)
@@ -110,7 +125,7 @@ def evaluate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
     clean, _, _ = clean_scores(inputs, params)
     metrics["utility_score_mse"] = float(np.mean((scores - clean) ** 2))
     metrics["release_clipped_fraction"] = (
-        float(np.mean(np.abs(scores) >= 1.0)) if params.mechanism == "gaussian" else 0.0
+        float(np.mean(np.abs(scores) >= 1.0)) if params.mechanism in ("gaussian", "identity_noise") else 0.0
     )
     metrics.update(privacy_from_attack(inputs.get("attack", {})))
     return StageOutput(metrics=metrics, info={"tar_upper": upper if np.isfinite(upper) else None, "epsilon_cap": EPSILON_CAP})
