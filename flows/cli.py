@@ -8,7 +8,9 @@
     veilbench validate            # check params.yaml and exit
     veilbench datasets            # list the registered datasets
     veilbench report              # rebuild reports/index.md from evaluated cells
-    veilbench compare -e A -e B   # table of evaluate metrics of experiments A and B from MLflow
+    veilbench compare -e A -e B   # evaluate metrics per (sweep, cell) of experiments A and B from MLflow
+    veilbench compare --rev HEAD~1 --rev HEAD          # ... of two git revisions
+    veilbench compare --params-file a.yaml --params-file b.yaml   # ... of two params files
 """
 
 from __future__ import annotations
@@ -132,19 +134,41 @@ def report(params: Path = typer.Option(None, help="path to params.yaml")) -> Non
 
 @app.command()
 def compare(
-    experiment: list[str] = typer.Option(..., "--experiment", "-e", help="MLflow experiment name; repeat to compare"),
-    metric: list[str] = typer.Option(None, "--metric", "-m", help="only these metrics (default: all)"),
+    experiment: list[str] = typer.Option(None, "--experiment", "-e",
+                                         help="MLflow experiment; repeat to compare experiments (with --rev/--params-file: "
+                                              "search only these, default all)"),
+    rev: list[str] = typer.Option(None, "--rev", help="git revision (runs tagged mlflow.source.git.commit); repeat"),
+    params_file: list[str] = typer.Option(None, "--params-file",
+                                          help="params file (runs tagged with its hash, or its name if absent); repeat"),
+    metric: list[str] = typer.Option(None, "--metric", "-m", help="only these metrics (default: all means)"),
     out: Path = typer.Option(None, help="output folder (default reports/compare)"),
 ) -> None:
-    """Compare the latest evaluate metrics of each cell across MLflow experiments (markdown + CSV)."""
-    from tasks.compare import compare as build
+    """Compare the evaluate metrics of each (sweep, cell) across experiments, git revisions or
+    params files (markdown + CSV); warns about cells missing on any side."""
+    from tasks.compare import comparison, experiment_side, params_side, revision_side, write_comparison
 
+    if rev and params_file:
+        console.print("[red]error:[/red] --rev and --params-file: give one kind of side, not both")
+        raise typer.Exit(2)
+    if not (rev or params_file or experiment):
+        console.print("[red]error:[/red] give sides to compare: -e EXPERIMENT, --rev REV or --params-file FILE (repeatable)")
+        raise typer.Exit(2)
+    scope = tuple(experiment) if experiment else None
     try:
-        md, csv = build(list(experiment), out, list(metric) if metric else None)
-    except KeyError as exc:
+        if rev:
+            sides = [revision_side(r, scope, _root()) for r in rev]
+        elif params_file:
+            sides = [params_side(p, scope) for p in params_file]
+        else:
+            sides = [experiment_side(e) for e in experiment]
+        result = comparison(sides, list(metric) if metric else None, _root())
+    except (KeyError, ValueError) as exc:
         console.print(f"[red]error:[/red] {escape(str(exc.args[0]))}")
         raise typer.Exit(2) from None
-    Console().print(md.read_text())
+    for line in result.warnings():
+        console.print(f"[yellow]{escape(line)}[/yellow]")
+    md, csv = write_comparison(result, out, _root())
+    Console(soft_wrap=True).print(md.read_text(), markup=False, highlight=False)
     console.print(f"written: {md}, {csv}")
 
 
