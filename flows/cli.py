@@ -11,6 +11,8 @@
     veilbench compare -e A -e B   # evaluate metrics per (sweep, cell) of experiments A and B from MLflow
     veilbench compare --rev HEAD~1 --rev HEAD          # ... of two git revisions
     veilbench compare --params-file a.yaml --params-file b.yaml   # ... of two params files
+    veilbench flower-export --dataset digits --nodes 2 --out DIR  # per-node files for flower/ (flwr run)
+    veilbench flower-run flower local-simulation -c DIR/run-config.toml  # flwr run + wait; non-zero if it failed
 """
 
 from __future__ import annotations
@@ -170,6 +172,50 @@ def compare(
     md, csv = write_comparison(result, out, _root())
     Console(soft_wrap=True).print(md.read_text(), markup=False, highlight=False)
     console.print(f"written: {md}, {csv}")
+
+
+@app.command("flower-export")
+def flower_export(
+    dataset: str = typer.Option(..., help="a data set of params.yaml (datasets.<name>)"),
+    nodes: int = typer.Option(2, help="number of SuperNodes (IID shards of the normal training records)"),
+    out: Path = typer.Option(..., help="output folder: node_<i>.npz and run-config.toml"),
+    params: Path = typer.Option(None, help="path to params.yaml"),
+    seed: int = typer.Option(0, help="seed of the split over nodes"),
+) -> None:
+    """Export a prepared data set as per-node .npz files for the Flower app project (flower/)."""
+    from veilbench.validation import ValidationError
+
+    from tasks.flower_export import export_nodes
+
+    try:
+        paths = export_nodes(dataset, nodes, out, params, seed=seed)
+    except ValidationError as exc:
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
+        raise typer.Exit(2) from None
+    console.print(f"written: {', '.join(str(p) for p in paths)}; run config: {out / 'run-config.toml'}")
+
+
+@app.command("flower-run")
+def flower_run(
+    app_dir: Path = typer.Argument(Path("flower"), help="the Flower app project (default: flower/)"),
+    connection: str = typer.Argument("local-simulation", help="SuperLink connection of the Flower config"),
+    run_config: list[str] = typer.Option(None, "--run-config", "-c", help="as `flwr run --run-config`; repeat"),
+    timeout: float = typer.Option(3600, help="seconds to wait for the run to finish"),
+) -> None:
+    """`flwr run APP CONNECTION`, then wait for the run: exit 0 only if it completed (`flwr run`
+    itself exits 0 as soon as the run is submitted, even when it then fails)."""
+    from tasks.flower_launch import run_app, run_log
+
+    try:
+        status = run_app(app_dir, connection, list(run_config) if run_config else None, timeout)
+    except (RuntimeError, OSError) as exc:
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
+        raise typer.Exit(1) from None
+    if not status.ok:
+        console.print(escape(run_log(status.run_id, connection)[-20000:]), highlight=False)
+        console.print(f"[red]error:[/red] Flower run {status.run_id}: {escape(status.status)}: {escape(status.details)}")
+        raise typer.Exit(1)
+    console.print(f"Flower run {status.run_id}: {status.status}")
 
 
 if __name__ == "__main__":
