@@ -11,7 +11,10 @@ is ``finished:*``, and returns it; ``veilbench flower-run`` exits non-zero unles
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 import time
@@ -38,6 +41,14 @@ def _flwr() -> list[str]:
     return [str(exe)] if exe.is_file() else [shutil.which("flwr") or "flwr"]
 
 
+def _bin_env(env: dict | None) -> dict:
+    """``env`` (default: this process's) with this interpreter's scripts folder first on ``PATH``:
+    ``flwr`` starts ``flower-superlink`` and the SuperLink its app processes by name."""
+    env = dict(os.environ if env is None else env)
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    return env
+
+
 def _json(text: str) -> dict:
     start = text.find("{")
     if start < 0:
@@ -52,7 +63,7 @@ def submit(app: Path, connection: str, run_config: list[str] | None = None, env:
     cmd = [*_flwr(), "run", str(Path(app).resolve()), connection, "--format", "json"]
     for item in run_config or ():
         cmd += ["--run-config", item]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd, timeout=300)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=_bin_env(env), cwd=cwd, timeout=300)
     out = _json(proc.stdout)
     if proc.returncode != 0 or not out.get("success") or not out.get("run-id"):
         raise RuntimeError(f"flwr run: the run was not started: {out.get('error-message') or proc.stdout[-2000:]}"
@@ -65,7 +76,7 @@ def wait(run_id: str, connection: str, timeout: float, env: dict | None = None, 
     deadline = time.monotonic() + timeout
     while True:
         proc = subprocess.run([*_flwr(), "ls", connection, "--run-id", run_id, "--format", "json"],
-                              capture_output=True, text=True, env=env, timeout=120)
+                              capture_output=True, text=True, env=_bin_env(env), timeout=120)
         runs = _json(proc.stdout).get("runs", [])
         if runs and str(runs[0].get("status", "")).startswith("finished"):
             return FlowerRunStatus(run_id, runs[0]["status"], runs[0].get("status-details", ""))
@@ -76,8 +87,8 @@ def wait(run_id: str, connection: str, timeout: float, env: dict | None = None, 
 
 def run_log(run_id: str, connection: str, env: dict | None = None) -> str:
     """The run's log (``flwr log <id> <connection> --show``)."""
-    proc = subprocess.run([*_flwr(), "log", run_id, connection, "--show"], capture_output=True, text=True, env=env,
-                          timeout=120)
+    proc = subprocess.run([*_flwr(), "log", run_id, connection, "--show"], capture_output=True, text=True,
+                          env=_bin_env(env), timeout=120)
     return proc.stdout + proc.stderr
 
 
@@ -89,8 +100,6 @@ def run_app(app: Path, connection: str, run_config: list[str] | None = None, tim
 
 def free_ports(n: int) -> list[int]:
     """``n`` distinct TCP ports free on 127.0.0.1 right now."""
-    import socket
-
     socks = [socket.socket() for _ in range(n)]
     try:
         for s in socks:
@@ -121,13 +130,11 @@ class LocalDeployment:
     connection to this SuperLink)."""
 
     def __init__(self, data_paths: list[Path], flwr_home: Path, log_dir: Path, env: dict | None = None):
-        import os
-
         self.data_paths, self.log_dir = [Path(p) for p in data_paths], Path(log_dir)
         fleet, control, appio, *node_ports = free_ports(3 + len(data_paths))
         self.fleet, self.control, self.appio, self.node_ports = fleet, control, appio, node_ports
         write_flower_config(Path(flwr_home), control)
-        self.env = {**(env or os.environ), "FLWR_HOME": str(flwr_home), "FLWR_DISABLE_UPDATE_CHECK": "1",
+        self.env = {**_bin_env(env), "FLWR_HOME": str(flwr_home), "FLWR_DISABLE_UPDATE_CHECK": "1",
                     "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1"}
         self.procs: list[subprocess.Popen] = []
 
@@ -150,9 +157,6 @@ class LocalDeployment:
         return self
 
     def stop(self) -> None:
-        import os
-        import signal
-
         for proc in self.procs:
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGTERM)

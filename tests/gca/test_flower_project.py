@@ -191,7 +191,7 @@ def test_flwr_run_on_a_local_deployment_with_two_supernodes(exported: Path, tmp_
     with LocalDeployment(data, tmp_path / "flwr", tmp_path / "logs", env=_env(db)) as dep:
         # the data comes from each SuperNode's node config (data-path), not from the run config
         status = run_app(APP, "local-deployment", ['method="gca" rounds=1 input-dim=64 num-clients=2 data-dir=""'],
-                         timeout=180, env=dep.env, cwd=tmp_path)
+                         timeout=240, env=dep.env, cwd=tmp_path)
         assert status.ok, (status, run_log(status.run_id, "local-deployment", dep.env)[-4000:])
         procs = list(dep.procs)
     assert all(p.poll() is not None for p in procs), "every process of the deployment was stopped"
