@@ -8,7 +8,11 @@
     veilbench validate            # check params.yaml and exit
     veilbench datasets            # list the registered datasets
     veilbench report              # rebuild reports/index.md from evaluated cells
-    veilbench compare -e A -e B   # table of evaluate metrics of experiments A and B from MLflow
+    veilbench compare -e A -e B   # evaluate metrics per (sweep, cell) of experiments A and B from MLflow
+    veilbench compare --rev HEAD~1 --rev HEAD          # ... of two git revisions
+    veilbench compare --params-file a.yaml --params-file b.yaml   # ... of two params files
+    veilbench flower-export --dataset digits --nodes 2 --out DIR  # per-node files for flower/ (flwr run)
+    veilbench flower-run flower local-simulation -c DIR/run-config.toml  # flwr run + wait; non-zero if it failed
 """
 
 from __future__ import annotations
@@ -132,20 +136,86 @@ def report(params: Path = typer.Option(None, help="path to params.yaml")) -> Non
 
 @app.command()
 def compare(
-    experiment: list[str] = typer.Option(..., "--experiment", "-e", help="MLflow experiment name; repeat to compare"),
-    metric: list[str] = typer.Option(None, "--metric", "-m", help="only these metrics (default: all)"),
+    experiment: list[str] = typer.Option(None, "--experiment", "-e",
+                                         help="MLflow experiment; repeat to compare experiments (with --rev/--params-file: "
+                                              "search only these, default all)"),
+    rev: list[str] = typer.Option(None, "--rev", help="git revision (runs tagged mlflow.source.git.commit); repeat"),
+    params_file: list[str] = typer.Option(None, "--params-file",
+                                          help="params file (runs tagged with its hash, or its name if absent); repeat"),
+    metric: list[str] = typer.Option(None, "--metric", "-m", help="only these metrics (default: all means)"),
     out: Path = typer.Option(None, help="output folder (default reports/compare)"),
 ) -> None:
-    """Compare the latest evaluate metrics of each cell across MLflow experiments (markdown + CSV)."""
-    from tasks.compare import compare as build
+    """Compare the evaluate metrics of each (sweep, cell) across experiments, git revisions or
+    params files (markdown + CSV); warns about cells missing on any side."""
+    from tasks.compare import comparison, experiment_side, params_side, revision_side, write_comparison
 
+    if rev and params_file:
+        console.print("[red]error:[/red] --rev and --params-file: give one kind of side, not both")
+        raise typer.Exit(2)
+    if not (rev or params_file or experiment):
+        console.print("[red]error:[/red] give sides to compare: -e EXPERIMENT, --rev REV or --params-file FILE (repeatable)")
+        raise typer.Exit(2)
+    scope = tuple(experiment) if experiment else None
     try:
-        md, csv = build(list(experiment), out, list(metric) if metric else None)
-    except KeyError as exc:
+        if rev:
+            sides = [revision_side(r, scope, _root()) for r in rev]
+        elif params_file:
+            sides = [params_side(p, scope) for p in params_file]
+        else:
+            sides = [experiment_side(e) for e in experiment]
+        result = comparison(sides, list(metric) if metric else None, _root())
+    except (KeyError, ValueError) as exc:
         console.print(f"[red]error:[/red] {escape(str(exc.args[0]))}")
         raise typer.Exit(2) from None
-    Console().print(md.read_text())
+    for line in result.warnings():
+        console.print(f"[yellow]{escape(line)}[/yellow]")
+    md, csv = write_comparison(result, out, _root())
+    Console(soft_wrap=True).print(md.read_text(), markup=False, highlight=False)
     console.print(f"written: {md}, {csv}")
+
+
+@app.command("flower-export")
+def flower_export(
+    dataset: str = typer.Option(..., help="a data set of params.yaml (datasets.<name>)"),
+    nodes: int = typer.Option(2, help="number of SuperNodes (IID shards of the normal training records)"),
+    out: Path = typer.Option(..., help="output folder: node_<i>.npz and run-config.toml"),
+    params: Path = typer.Option(None, help="path to params.yaml"),
+    seed: int = typer.Option(0, help="seed of the split over nodes"),
+) -> None:
+    """Export a prepared data set as per-node .npz files for the Flower app project (flower/)."""
+    from veilbench.validation import ValidationError
+
+    from tasks.flower_export import export_nodes
+
+    try:
+        paths = export_nodes(dataset, nodes, out, params, seed=seed)
+    except ValidationError as exc:
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
+        raise typer.Exit(2) from None
+    console.print(f"written: {', '.join(str(p) for p in paths)}; run config: {out / 'run-config.toml'}")
+
+
+@app.command("flower-run")
+def flower_run(
+    app_dir: Path = typer.Argument(Path("flower"), help="the Flower app project (default: flower/)"),
+    connection: str = typer.Argument("local-simulation", help="SuperLink connection of the Flower config"),
+    run_config: list[str] = typer.Option(None, "--run-config", "-c", help="as `flwr run --run-config`; repeat"),
+    timeout: float = typer.Option(3600, help="seconds to wait for the run to finish"),
+) -> None:
+    """`flwr run APP CONNECTION`, then wait for the run: exit 0 only if it completed (`flwr run`
+    itself exits 0 as soon as the run is submitted, even when it then fails)."""
+    from tasks.flower_launch import run_app, run_log
+
+    try:
+        status = run_app(app_dir, connection, list(run_config) if run_config else None, timeout)
+    except (RuntimeError, OSError) as exc:
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
+        raise typer.Exit(1) from None
+    if not status.ok:
+        console.print(escape(run_log(status.run_id, connection)[-20000:]), highlight=False)
+        console.print(f"[red]error:[/red] Flower run {status.run_id}: {escape(status.status)}: {escape(status.details)}")
+        raise typer.Exit(1)
+    console.print(f"Flower run {status.run_id}: {status.status}")
 
 
 if __name__ == "__main__":

@@ -1,56 +1,146 @@
-"""Comparison tables from MLflow: the latest ``evaluate`` run of each cell, per experiment.
+"""Comparison tables from MLflow: the evaluate metrics of each (sweep, cell) on two or more *sides*.
 
-``compare(["exp-a", "exp-b"])`` calls ``mlflow.search_runs`` for runs tagged ``stage=evaluate``,
-keeps the most recent run of each (experiment, cell), and pivots their metrics into one table:
-one row per cell, one column per (metric, experiment). Written as markdown and CSV.
+A side is a selection of evaluate runs with a label: an MLflow experiment (``-e``), a git revision
+(runs tagged ``mlflow.source.git.commit``, ``--rev``) or a params file (runs tagged with the
+file's ``params_sha``, or its name ``params_file`` when the file is not at hand, ``--params-file``).
+On each side the record of a sweep is its latest finished evaluate parent run and the cell runs
+nested under it (:func:`tasks.tracking.latest_cell_runs`), so a cell removed from the sweep does
+not linger. Rows are keyed by (sweep, cell): ``mechanism=clean`` of four sweeps is four rows.
+Columns are ``<metric> [<side>]`` (means over seeds; per-seed and ``_ci95`` columns only when
+asked for by name). A (sweep, cell) present on one side and absent on another is reported in
+:attr:`Comparison.missing` and as a warning line at the top of the markdown.
 """
 
 from __future__ import annotations
 
+import subprocess
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tasks.paths import repo_root
-from tasks.tracking import tracking_uri
+from tasks.tracking import file_sha, latest_cell_runs, tracking_uri
 from veilbench.io import atomic_write_text
 
 
-def comparison_frame(experiments: list[str], metrics: list[str] | None = None, root: Path | None = None):
-    """A pandas DataFrame indexed by cell with columns ``<metric> [<experiment>]``."""
-    import mlflow
+@dataclass(frozen=True)
+class Side:
+    """One side of a comparison: runs of ``experiments`` (None: every experiment) matching
+    ``filter_string`` (an MLflow search filter, "" for all), shown under ``label``."""
+
+    label: str
+    experiments: tuple[str, ...] | None = None
+    filter_string: str = ""
+
+
+def experiment_side(name: str) -> Side:
+    """The runs of the MLflow experiment ``name``."""
+    return Side(name, (name,))
+
+
+def revision_side(rev: str, experiments: tuple[str, ...] | None = None, root: Path | None = None) -> Side:
+    """Runs whose ``mlflow.source.git.commit`` is the commit ``rev`` names (a ref such as ``HEAD~1``
+    or a branch is resolved with ``git rev-parse`` in ``root``; otherwise ``rev`` is taken as a
+    commit prefix)."""
+    if not rev or "'" in rev:
+        raise ValueError(f"rev: must be a git revision (commit, prefix or ref), got {rev!r}")
+    try:
+        out = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"], cwd=root or repo_root(),
+                             capture_output=True, text=True, timeout=10)
+        commit = out.stdout.strip() if out.returncode == 0 else rev
+    except (OSError, subprocess.SubprocessError):
+        commit = rev
+    return Side(rev, experiments, f"tags.`mlflow.source.git.commit` LIKE '{commit}%'")
+
+
+def params_side(params_file: str | Path, experiments: tuple[str, ...] | None = None) -> Side:
+    """Runs that read this params file: by content (``params_sha``) when the file exists, else by
+    file name (``params_file``)."""
+    path = Path(params_file)
+    if "'" in str(params_file):
+        raise ValueError(f"params_file: must be a path or file name without quotes, got {params_file!r}")
+    if path.is_file():
+        return Side(f"{path.name}@{file_sha(path)[:8]}", experiments, f"tags.params_sha = '{file_sha(path)}'")
+    return Side(path.name, experiments, f"tags.params_file = '{path.name}'")
+
+
+@dataclass
+class Comparison:
+    """``table``: DataFrame indexed by (sweep, cell), columns ``<metric> [<side label>]``;
+    ``missing``: side label → the (sweep, cell) keys other sides have and it lacks."""
+
+    table: Any
+    missing: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+
+    def warnings(self) -> list[str]:
+        """One line per side that lacks cells (empty when every side has every cell)."""
+        return [f"warning: {len(keys)} cell(s) missing from [{label}]: "
+                + ", ".join(f"{s}/{c}" for s, c in keys[:20]) + (" …" if len(keys) > 20 else "")
+                for label, keys in self.missing.items() if keys]
+
+
+def _shown(metric: str, wanted: list[str] | None) -> bool:
+    if wanted:
+        return metric in wanted
+    return not (metric.endswith("_ci95") or ".seed_" in metric)
+
+
+def comparison(sides: list[Side | str], metrics: list[str] | None = None, root: Path | None = None) -> Comparison:
+    """The evaluate metrics of each (sweep, cell) on each side (a string is an experiment name).
+
+    Raises ``KeyError`` naming experiments that do not exist and ``ValueError`` when two sides
+    share a label."""
     import pandas as pd
+    from mlflow.tracking import MlflowClient
 
-    mlflow.set_tracking_uri(tracking_uri(root or repo_root()))
-    missing = [e for e in experiments if mlflow.get_experiment_by_name(e) is None]
-    if missing:
-        raise KeyError(f"experiment: no MLflow experiment named {missing} in {tracking_uri(root or repo_root())}")
-    runs = mlflow.search_runs(experiment_names=experiments, filter_string="tags.stage = 'evaluate'", output_format="pandas")
-    if runs.empty:
-        return pd.DataFrame()
-    exp_names = {mlflow.get_experiment_by_name(e).experiment_id: e for e in experiments}
-    runs["experiment"] = runs["experiment_id"].map(exp_names)
-    runs = runs.sort_values("start_time").groupby(["experiment", "tags.cell"], as_index=False).last()
-    metric_cols = [c for c in runs.columns if c.startswith("metrics.") and not c.endswith("_ci95")]
-    if metrics:
-        metric_cols = [c for c in metric_cols if c.removeprefix("metrics.") in metrics]
-    frames = []
-    for exp in experiments:
-        sub = runs[runs["experiment"] == exp].set_index("tags.cell")[metric_cols]
-        sub.columns = [f"{c.removeprefix('metrics.')} [{exp}]" for c in sub.columns]
-        frames.append(sub)
-    table = pd.concat(frames, axis=1)
-    table.index.name = "cell"
-    return table.dropna(axis=1, how="all").sort_index(axis=1)
+    sides = [experiment_side(s) if isinstance(s, str) else s for s in sides]
+    labels = [s.label for s in sides]
+    if len(set(labels)) != len(labels):
+        raise ValueError(f"sides: labels must differ, got {labels}")
+    uri = tracking_uri(root or repo_root())
+    client = MlflowClient(uri)
+    named = sorted({e for s in sides for e in (s.experiments or ())})
+    missing_exp = [e for e in named if client.get_experiment_by_name(e) is None]
+    if missing_exp:
+        raise KeyError(f"experiment: no MLflow experiment named {missing_exp} in {uri}")
+    all_ids = [e.experiment_id for e in client.search_experiments()]
+    rows: list[dict[str, Any]] = []
+    keys: dict[str, set[tuple[str, str]]] = {}
+    for side in sides:
+        ids = [client.get_experiment_by_name(e).experiment_id for e in side.experiments] if side.experiments else all_ids
+        runs = latest_cell_runs(client, ids, "evaluate", side.filter_string) if ids else []
+        keys[side.label] = {(r.data.tags.get("sweep", ""), r.data.tags["cell"]) for r in runs}
+        for run in runs:
+            for name, value in run.data.metrics.items():
+                if _shown(name, metrics):
+                    rows.append({"sweep": run.data.tags.get("sweep", ""), "cell": run.data.tags["cell"],
+                                 "column": f"{name} [{side.label}]", "value": value})
+    every = set().union(*keys.values()) if keys else set()
+    missing = {label: sorted(every - have) for label, have in keys.items()}
+    if not rows:
+        return Comparison(pd.DataFrame(index=pd.MultiIndex.from_tuples(sorted(every), names=["sweep", "cell"])), missing)
+    table = pd.DataFrame(rows).pivot_table(index=["sweep", "cell"], columns="column", values="value", aggfunc="last")
+    table = table.reindex(pd.MultiIndex.from_tuples(sorted(every), names=["sweep", "cell"]))
+    table.columns.name = None
+    return Comparison(table.sort_index(axis=1), missing)
 
 
-def compare(experiments: list[str], out_dir: Path | None = None, metrics: list[str] | None = None,
-            root: Path | None = None) -> tuple[Path, Path]:
-    """Write ``compare.md`` and ``compare.csv`` under ``out_dir`` (default ``reports/compare``)."""
-    root = root or repo_root()
-    table = comparison_frame(experiments, metrics, root)
-    out_dir = out_dir or root / "reports" / "compare"
+def write_comparison(result: Comparison, out_dir: Path | None = None, root: Path | None = None) -> tuple[Path, Path]:
+    """Write ``compare.md`` (warning lines first, then the table) and ``compare.csv`` (columns
+    sweep, cell, then the metric columns) under ``out_dir`` (default ``reports/compare``)."""
+    out_dir = out_dir or (root or repo_root()) / "reports" / "compare"
     out_dir.mkdir(parents=True, exist_ok=True)
     md_path, csv_path = out_dir / "compare.md", out_dir / "compare.csv"
-    text = table.to_markdown(floatfmt=".4g") if not table.empty else "No evaluate runs found.\n"
-    atomic_write_text(md_path, text + "\n")
+    table = result.table
+    body = table.reset_index().to_markdown(index=False, floatfmt=".4g") if len(table.columns) else "No evaluate runs found."
+    head = "".join(f"> {line}\n" for line in result.warnings())
+    atomic_write_text(md_path, head + ("\n" if head else "") + body + "\n")
     atomic_write_text(csv_path, table.to_csv())
     return md_path, csv_path
+
+
+def compare(sides: list[Side | str], out_dir: Path | None = None, metrics: list[str] | None = None,
+            root: Path | None = None) -> tuple[Path, Path]:
+    """:func:`comparison` of ``sides`` written by :func:`write_comparison`; returns (markdown, CSV)."""
+    root = root or repo_root()
+    return write_comparison(comparison(sides, metrics, root), out_dir, root)

@@ -31,7 +31,8 @@ from tasks.codedeps import code_digest
 from tasks.common import load_params
 from tasks.paths import CELL_STAGES, embed_dir, prepare_dir, repo_root, sweep_dir, sweep_report_dir
 from tasks.progress import progress
-from tasks.tracking import fail_interrupted_runs, log_metrics_batch, stage_run
+from tasks.tracking import (close_parent_run, computed_run_id, fail_interrupted_runs, log_cell_metrics, open_parent_run,
+                            params_file_tags, parent_run_id, per_seed_csv, stage_run)
 from veilbench.config import Config, SweepConfig
 from veilbench.crossfamily import crossfamily_metrics
 from veilbench.families import get_family
@@ -143,6 +144,9 @@ def begin_stage(stage: str, sweep: str, params_path: str | Path | None = None, r
     ctx = _context(stage, sweep, params_path, root)
     _remove_temporaries(ctx.out_root)
     fail_interrupted_runs(ctx.cfg.tracking.experiment, stage, sweep, ctx.root)
+    open_parent_run(ctx.cfg.tracking.experiment, stage, sweep, {
+        "family": ctx.scfg.family, "dataset": ctx.dataset, "embedding": ctx.scfg.embedding,
+        **params_file_tags(params_path, ctx.root)}, ctx.root)
     return list(ctx.cells)
 
 
@@ -165,17 +169,29 @@ def run_cell(stage: str, sweep: str, cell: str, params_path: str | Path | None =
                     "inputs": {s: _digest(d) for s, d in {**base_dirs, **in_dirs}.items()}}
     input_key = hashlib.sha256(json.dumps(key_material, sort_keys=True, default=str).encode()).hexdigest()
     existing = ctx.out_root / (f"{cell}.json" if stage == "evaluate" else f"{cell}/manifest.json")
-    if existing.is_file() and read_json(existing).get("input_key") == input_key:
+    params = {"sweep": sweep, "cell": cell, "family": scfg.family, "embedding": scfg.embedding,
+              "seeds": scfg.seeds, "family_params": fparams.model_dump(), "embedding_config": ecfg.model_dump()}
+    tags = {"sweep": sweep, "cell": cell, "family": scfg.family, "dataset": ecfg.dataset,
+            "embedding": scfg.embedding, "method": _method(options, scfg.family), "seeds": ",".join(map(str, scfg.seeds)),
+            "run_kind": "cell", "input_key": input_key, "reused": "false", **params_file_tags(params_path, root)}
+    experiment = ctx.cfg.tracking.experiment
+    parent = parent_run_id(experiment, stage, sweep, root)
+    stored = read_json(existing) if existing.is_file() else {}
+    if stored.get("input_key") == input_key:  # reused: the record gets a run re-logged from the stored metrics
+        source = computed_run_id(experiment, stage, sweep, cell, input_key, root)
+        with stage_run(experiment, stage, params, {**tags, "reused": "true", **({"reused_from": source} if source else {})},
+                       root, fail_stale=False, parent_run_id=parent) as run:
+            per_seed = {int(s): m for s, m in stored.get("per_seed", {}).items()}
+            log_cell_metrics(run, stored.get("summary") or summarise(per_seed), per_seed)
+            run.log_artifact(str(existing))
+            if stage == "evaluate":
+                run.log_text(per_seed_csv(per_seed), "tables/per_seed.csv")
         return "reused"
     base = {k: read_bundle(d)[0] for k, d in base_dirs.items()}
     earlier = {s: read_bundle(d)[0] for s, d in in_dirs.items()}
     stage_fn = getattr(ctx.family, stage)
     serial = contextlib.nullcontext() if getattr(ctx.family, "THREAD_SAFE", True) else _GLOBAL_STATE_LOCK
-    params = {"sweep": sweep, "cell": cell, "family": scfg.family, "embedding": scfg.embedding,
-              "seeds": scfg.seeds, "family_params": fparams.model_dump(), "embedding_config": ecfg.model_dump()}
-    tags = {"sweep": sweep, "cell": cell, "family": scfg.family, "dataset": ecfg.dataset,
-            "embedding": scfg.embedding, "method": _method(options, scfg.family), "seeds": ",".join(map(str, scfg.seeds))}
-    with stage_run(ctx.cfg.tracking.experiment, stage, params, tags, root, fail_stale=False) as run:  # begin_stage did
+    with stage_run(experiment, stage, params, tags, root, fail_stale=False, parent_run_id=parent) as run:  # begin_stage did
         arrays: dict[str, np.ndarray] = {}
         per_seed: dict[int, dict[str, float]] = {}
         info: dict[str, Any] = {}
@@ -197,12 +213,12 @@ def run_cell(stage: str, sweep: str, cell: str, params_path: str | Path | None =
         if stage == "evaluate":
             write_json(existing, {**record, "dataset": ecfg.dataset, "method": tags["method"], "summary": summary})
             run.log_artifact(str(existing))
+            run.log_text(per_seed_csv(per_seed), "tables/per_seed.csv")
         else:
             out = write_bundle(ctx.out_root / cell, arrays, record)
             _DIGESTS[_stat_key(out)] = arrays_digest({k: np.asarray(v) for k, v in arrays.items()})
             run.log_artifact(str(out / "manifest.json"))
-        log_metrics_batch(run, {k: v for name, stats in summary.items() if math.isfinite(stats["mean"])
-                                   for k, v in ((name, stats["mean"]), (f"{name}_ci95", stats["ci95"]))}, per_seed)
+        log_cell_metrics(run, summary, per_seed)
     return "computed"
 
 
@@ -216,14 +232,19 @@ def finish_stage(stage: str, sweep: str, outcomes: dict[str, str], params_path: 
         summary_all = {c: {m: s["mean"] for m, s in read_json(ctx.out_root / f"{c}.json")["summary"].items()}
                        for c in ctx.cells}
         write_json(sweep_report_dir(ctx.root, sweep) / "metrics.json", summary_all)
-        return sweep_report_dir(ctx.root, sweep)
-    write_json(ctx.out_root / "sweep.json", {
-        "stage": stage, "sweep": sweep, "cells": list(ctx.cells),
-        "computed": [c for c in ctx.cells if outcomes.get(c) == "computed"],
-        "reused": [c for c in ctx.cells if outcomes.get(c) == "reused"]})
-    if stage == "release":
-        write_json(ctx.out_root / "ledger.json", _ledger_entries(ctx.out_root, sweep, ctx.dataset, ctx.cells))
-    return ctx.out_root
+        out = sweep_report_dir(ctx.root, sweep)
+    else:
+        write_json(ctx.out_root / "sweep.json", {
+            "stage": stage, "sweep": sweep, "cells": list(ctx.cells),
+            "computed": [c for c in ctx.cells if outcomes.get(c) == "computed"],
+            "reused": [c for c in ctx.cells if outcomes.get(c) == "reused"]})
+        if stage == "release":
+            write_json(ctx.out_root / "ledger.json", _ledger_entries(ctx.out_root, sweep, ctx.dataset, ctx.cells))
+        out = ctx.out_root
+    # the sweep's own files (summary metrics, sweep.json, ledger, figures) go on the parent run
+    close_parent_run(ctx.cfg.tracking.experiment, stage, sweep, {c: outcomes.get(c, "") for c in ctx.cells},
+                     sorted(p for p in out.iterdir() if p.is_file() and not p.name.startswith(".")), ctx.root)
+    return out
 
 
 def run_sweep_stage(stage: str, sweep: str, params_path: str | Path | None = None, root: Path | None = None) -> Path:

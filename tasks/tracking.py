@@ -2,10 +2,19 @@
 
 Every stage run becomes one MLflow run tagged with ``stage``, ``cell``, ``dataset``, ``family``,
 ``method``, ``seeds``, ``git_rev`` and ``params_hash`` (SHA-256 of the canonical JSON of the params
-that produced it), so runs can be found and compared by configuration rather than by name. A run
-that raises is ended with status FAILED (the context manager of ``mlflow.start_run`` does this);
-a run whose process was killed (SIGKILL, power loss) cannot end itself, so the next start of the
-same stage for the same dataset/embedding/sweep/cell marks such stale RUNNING runs FAILED.
+that produced it), so runs can be found and compared by configuration rather than by name, plus
+MLflow's standard ``mlflow.runName`` and ``mlflow.source.git.commit``. A run that raises is ended
+with status FAILED; a run whose process was killed (SIGKILL, power loss) cannot end itself, so the
+next start of the same stage for the same dataset/embedding/sweep/cell marks such stale RUNNING
+runs FAILED.
+
+The record of a sweep stage is complete after every run: each execution of ``<stage>@<sweep>``
+opens one *parent* run (tag ``run_kind=sweep-stage``, :func:`open_parent_run`) and every cell of
+the sweep gets a child run under it (tag ``mlflow.parentRunId``, ``run_kind=cell``), computed
+(``reused=false``) or reused (``reused=true``: re-logged from the stored metrics, with
+``reused_from`` naming the run that computed it when that run is in the store). The latest
+finished parent of a (sweep, stage) therefore lists every configured cell
+(:func:`latest_cell_runs`). Per-seed values are separate metrics ``<name>.seed_<seed>``.
 """
 
 from __future__ import annotations
@@ -63,6 +72,31 @@ def _git_revision(cwd: Path) -> str:
         return "unknown"
 
 
+def git_commit(root: Path | None = None) -> str:
+    """The bare commit of :func:`git_revision` (no ``-dirty``), or ``""`` outside git."""
+    rev = git_revision(root)
+    return "" if rev == "unknown" else rev.removesuffix("-dirty")
+
+
+def _commit_tag(root: Path) -> dict[str, str]:
+    commit = git_commit(root)
+    return {"mlflow.source.git.commit": commit} if commit else {}
+
+
+def file_sha(path: Path) -> str:
+    """SHA-256 (first 16 hex digits) of the bytes of the file at ``path``."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+
+
+def params_file_tags(params_path: str | Path | None, root: Path | None = None) -> dict[str, str]:
+    """``params_file`` (the file's name) and ``params_sha`` (:func:`file_sha` of its bytes) of the
+    params file a run read (default ``<root>/params.yaml``); empty when the file does not exist."""
+    path = Path(params_path) if params_path else (root or repo_root()) / "params.yaml"
+    if not path.is_file():
+        return {}
+    return {"params_file": path.name, "params_sha": file_sha(path)}
+
+
 def _flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     out: dict[str, Any] = {}
     for k, v in d.items():
@@ -111,11 +145,20 @@ class StageRun:
         now = int(time.time() * 1000)
         self._metrics += [Metric(k, float(v), now, int(step)) for k, v in metrics.items() if math.isfinite(float(v))]
 
-    def log_artifact(self, path: str) -> None:
-        """Copy the file at ``path`` into the run's artifact store now."""
+    def log_artifact(self, path: str, artifact_path: str | None = None) -> None:
+        """Copy the file at ``path`` into the run's artifact store (under ``artifact_path``) now."""
         from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
 
-        get_artifact_repository(self._artifact_uri).log_artifact(path)
+        get_artifact_repository(self._artifact_uri).log_artifact(path, artifact_path)
+
+    def log_text(self, text: str, artifact_file: str) -> None:
+        """Store ``text`` as the artifact ``artifact_file`` (e.g. ``tables/per_seed.csv``)."""
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            local = Path(tmp) / Path(artifact_file).name
+            local.write_text(text)
+            self.log_artifact(str(local), str(Path(artifact_file).parent) if "/" in artifact_file else None)
 
     def _flush(self) -> None:
         from mlflow.entities import Param
@@ -186,6 +229,7 @@ def stage_run(
     tags: Mapping[str, str],
     root: Path | None = None,
     fail_stale: bool = True,
+    parent_run_id: str | None = None,
 ) -> Iterator[StageRun]:
     """Open an MLflow run for one stage execution; yields its :class:`StageRun` for logging.
 
@@ -194,7 +238,8 @@ def stage_run(
     SQLite transactions per run, through one client per process (the fluent ``mlflow`` API looks
     the experiment up, resolves source/git context tags and commits params, metrics and status
     separately). ``fail_stale=False`` skips the search for RUNNING leftovers with the same identity
-    tags, for callers that already did it for the whole stage (:func:`fail_interrupted_runs`)."""
+    tags, for callers that already did it for the whole stage (:func:`fail_interrupted_runs`).
+    ``parent_run_id`` nests the run under that run (tag ``mlflow.parentRunId``)."""
     from mlflow.exceptions import MlflowException
 
     root = root or repo_root()
@@ -202,18 +247,22 @@ def stage_run(
     all_tags = {
         "stage": stage,
         "git_rev": git_revision(root),
+        **_commit_tag(root),
         "params_hash": params_hash(params),
         "dvc_stage": _dvc_address(stage, tags),
         **tags,
     }
+    if parent_run_id:
+        all_tags["mlflow.parentRunId"] = parent_run_id
     if fail_stale:
         fail_stale_runs(client, exp_id, all_tags)
     target = "/".join(t for t in (tags.get("sweep"), tags.get("cell")) if t) or tags.get("embedding") or tags.get("dataset", "")
+    all_tags["mlflow.runName"] = name = f"{stage}:{target}"
     try:
-        run = client.create_run(exp_id, run_name=f"{stage}:{target}", tags=all_tags)
+        run = client.create_run(exp_id, run_name=name, tags=all_tags)
     except MlflowException:  # the store was replaced since the experiment id was cached: look it up again
         client, exp_id = _client_and_experiment(tracking_uri(root), experiment, refresh=True)
-        run = client.create_run(exp_id, run_name=f"{stage}:{target}", tags=all_tags)
+        run = client.create_run(exp_id, run_name=name, tags=all_tags)
     handle = StageRun(client, run, {k: str(v)[:500] for k, v in _flatten(params).items()})
     try:
         yield handle
@@ -231,9 +280,138 @@ def stage_run(
     client.set_terminated(handle.run_id, status="FINISHED")
 
 
-def log_metrics_batch(run: StageRun, metrics: Mapping[str, float], per_step: Mapping[int, Mapping[str, float]]) -> None:
-    """Record ``metrics`` (step 0) and, for each step (a seed), ``per_step[step]`` under
-    ``seed/<name>`` on ``run`` (written with the run's params when it closes)."""
-    run.log_metrics(metrics)
-    for step, values in per_step.items():
-        run.log_metrics({f"seed/{k}": v for k, v in values.items()}, step=int(step))
+def log_cell_metrics(run: StageRun, summary: Mapping[str, Mapping[str, float]],
+                     per_seed: Mapping[int | str, Mapping[str, float]]) -> None:
+    """Record a cell's metrics on ``run`` (all at step 0, written when the run closes): for each
+    metric ``m`` its mean over seeds as ``m`` and the 95% half-width as ``m_ci95`` (``summary[m]``
+    holds ``mean`` and ``ci95``), and the value of seed ``s`` as ``m.seed_<s>``."""
+    run.log_metrics({k: v for name, stats in summary.items() if math.isfinite(stats["mean"])
+                     for k, v in ((name, stats["mean"]), (f"{name}_ci95", stats["ci95"]))})
+    for seed, values in per_seed.items():
+        run.log_metrics({f"{k}.seed_{int(seed)}": v for k, v in values.items()})
+
+
+def per_seed_csv(per_seed: Mapping[int | str, Mapping[str, float]]) -> str:
+    """The per-seed metrics as CSV text: one row per seed, one column per metric (blank: absent)."""
+    names = sorted({k for m in per_seed.values() for k in m})
+    rows = [",".join(["seed", *names])]
+    for seed, values in per_seed.items():
+        rows.append(",".join([str(seed), *(repr(float(values[n])) if n in values else "" for n in names)]))
+    return "\n".join(rows) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# parent runs: one per execution of a sweep stage
+# ---------------------------------------------------------------------------------------------
+
+PARENT_KIND = "sweep-stage"
+
+#: (tracking URI, experiment id, stage, sweep) → the open parent run of that sweep stage, set by
+#: :func:`open_parent_run` in the process that opened it; cells run in other processes (Dask
+#: workers) find it in the store instead (:func:`parent_run_id`).
+_PARENTS: dict[tuple[str, str, str, str], str] = {}
+
+
+def open_parent_run(experiment: str, stage: str, sweep: str, tags: Mapping[str, str], root: Path | None = None) -> str:
+    """Create the parent run ``<stage>@<sweep>`` (RUNNING until :func:`close_parent_run`); returns its id."""
+    root = root or repo_root()
+    uri = tracking_uri(root)
+    client, exp_id = _client_and_experiment(uri, experiment)
+    name = f"{stage}@{sweep}"
+    all_tags = {"stage": stage, "sweep": sweep, "run_kind": PARENT_KIND, "git_rev": git_revision(root),
+                **_commit_tag(root), "dvc_stage": _dvc_address(stage, {"sweep": sweep}),
+                "mlflow.runName": name, **tags}
+    run = client.create_run(exp_id, run_name=name, tags=all_tags)
+    with _CACHE_LOCK:
+        _PARENTS[(uri, exp_id, stage, sweep)] = run.info.run_id
+    return run.info.run_id
+
+
+def parent_run_id(experiment: str, stage: str, sweep: str, root: Path | None = None) -> str | None:
+    """The open parent run of ``stage`` on ``sweep``: the one this process opened, else the most
+    recent RUNNING parent in the store; None when there is none (a cell run on its own)."""
+    uri = tracking_uri(root or repo_root())
+    client, exp_id = _client_and_experiment(uri, experiment)
+    with _CACHE_LOCK:
+        known = _PARENTS.get((uri, exp_id, stage, sweep))
+    if known:
+        return known
+    found = client.search_runs(
+        [exp_id], filter_string=f"tags.run_kind = '{PARENT_KIND}' and tags.stage = '{stage}' and "
+                                f"tags.sweep = '{sweep}' and attributes.status = 'RUNNING'",
+        order_by=["attributes.start_time DESC"], max_results=1)
+    return found[0].info.run_id if found else None
+
+
+def close_parent_run(experiment: str, stage: str, sweep: str, outcomes: Mapping[str, str], artifacts: list[Path],
+                     root: Path | None = None) -> str | None:
+    """End the open parent run of ``stage`` on ``sweep`` FINISHED, with metrics ``n_cells``,
+    ``n_computed`` and ``n_reused`` and the files ``artifacts``; returns its id (None if none is open)."""
+    from mlflow.entities import Metric
+    from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
+
+    uri = tracking_uri(root or repo_root())
+    client, exp_id = _client_and_experiment(uri, experiment)
+    run_id = parent_run_id(experiment, stage, sweep, root)
+    if run_id is None:
+        return None
+    now = int(time.time() * 1000)
+    counts = {"n_cells": len(outcomes), "n_computed": sum(v == "computed" for v in outcomes.values()),
+              "n_reused": sum(v == "reused" for v in outcomes.values())}
+    client.log_batch(run_id, metrics=[Metric(k, float(v), now, 0) for k, v in counts.items()], synchronous=True)
+    if artifacts:
+        repo = get_artifact_repository(client.get_run(run_id).info.artifact_uri)
+        for path in artifacts:
+            repo.log_artifact(str(path))
+    client.set_terminated(run_id, status="FINISHED")
+    with _CACHE_LOCK:
+        _PARENTS.pop((uri, exp_id, stage, sweep), None)
+    return run_id
+
+
+def computed_run_id(experiment: str, stage: str, sweep: str, cell: str, input_key: str, root: Path | None = None) -> str | None:
+    """The most recent FINISHED computed (not reused) run of this cell with this input key, if any."""
+    client, exp_id = _client_and_experiment(tracking_uri(root or repo_root()), experiment)
+    found = client.search_runs(
+        [exp_id], filter_string=f"tags.input_key = '{input_key}' and tags.stage = '{stage}' and tags.sweep = '{sweep}' "
+                                f"and tags.cell = '{cell}' and tags.reused = 'false' and attributes.status = 'FINISHED'",
+        order_by=["attributes.start_time DESC"], max_results=1)
+    return found[0].info.run_id if found else None
+
+
+def latest_cell_runs(client: Any, experiment_ids: list[str], stage: str = "evaluate", filter_string: str = "") -> list[Any]:
+    """The cell runs of the latest FINISHED parent of each sweep's ``stage`` among ``experiment_ids``
+    (runs matching ``filter_string`` too, e.g. a git commit), plus, for sweeps with no parent
+    (runs logged before parents existed), the latest FINISHED run of each cell."""
+    extra = f" and {filter_string}" if filter_string else ""
+    base = f"tags.stage = '{stage}' and attributes.status = 'FINISHED'{extra}"
+    runs = _search_all(client, experiment_ids, base)
+    parents: dict[str, Any] = {}
+    for run in runs:
+        if run.data.tags.get("run_kind") == PARENT_KIND:
+            sweep = run.data.tags.get("sweep", "")
+            if sweep not in parents or run.info.start_time > parents[sweep].info.start_time:
+                parents[sweep] = run
+    parent_ids = {p.info.run_id for p in parents.values()}
+    chosen: list[Any] = [r for r in runs if r.data.tags.get("mlflow.parentRunId") in parent_ids]
+    orphans: dict[tuple[str, str], Any] = {}
+    for run in runs:
+        tags = run.data.tags
+        if tags.get("run_kind") == PARENT_KIND or tags.get("sweep", "") in parents or "cell" not in tags:
+            continue
+        key = (tags.get("sweep", ""), tags["cell"])
+        if key not in orphans or run.info.start_time > orphans[key].info.start_time:
+            orphans[key] = run
+    return chosen + list(orphans.values())
+
+
+def _search_all(client: Any, experiment_ids: list[str], filter_string: str) -> list[Any]:
+    """Every run matching ``filter_string`` (all result pages)."""
+    out: list[Any] = []
+    token = None
+    while True:
+        page = client.search_runs(experiment_ids, filter_string=filter_string, max_results=5000, page_token=token)
+        out.extend(page)
+        token = page.token
+        if not token:
+            return out

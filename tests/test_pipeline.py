@@ -74,6 +74,9 @@ def test_every_stage_run_is_logged_to_mlflow(pipeline_run: Path) -> None:
 
     mlflow.set_tracking_uri(f"sqlite:///{pipeline_run / 'mlflow.db'}")
     runs = mlflow.search_runs(experiment_names=["veilbench-test"])
+    parents = runs["tags.run_kind"] == "sweep-stage"
+    assert parents.sum() == 2 * 4, "one parent run per sweep and stage"
+    runs = runs[~parents]
     assert len(runs) == 2 + (3 + 1) * 4, "prepare, embed, then one run per cell and stage"
     assert set(runs["tags.stage"]) == {"prepare", "embed", "release", "integrate", "attack", "evaluate"}
     ev = runs[(runs["tags.stage"] == "evaluate") & (runs["tags.cell"] == "epsilon=8.0")].iloc[0]

@@ -57,7 +57,7 @@ def _runs(root: Path):
     client = MlflowClient(tracking_uri=f"sqlite:///{root / 'mlflow.db'}")
     exp = client.get_experiment_by_name(EXPERIMENT)
     return client, exp.experiment_id, client.search_runs(
-        [exp.experiment_id], filter_string=f"tags.stage = 'release' and tags.sweep = '{SLOW}'")
+        [exp.experiment_id], filter_string=f"tags.stage = 'release' and tags.sweep = '{SLOW}' and tags.run_kind = 'cell'")
 
 
 def _complete_cells(out: Path) -> list[str]:
@@ -119,7 +119,7 @@ def test_killed_sweep_resumes_to_the_uninterrupted_result(populated_root: Path, 
     *_, runs = _runs(root)
     status = {r.info.run_id: r.info.status for r in runs}
     cell_of = {r.info.run_id: r.data.tags["cell"] for r in runs}
-    finished_ok = [r for r in runs if r.info.status == "FINISHED"]
+    finished_ok = [r for r in runs if r.info.status == "FINISHED" and r.data.tags["reused"] == "false"]
     left = [r for r, s in status.items() if s == "RUNNING"]
     assert not left, f"runs left RUNNING after the rerun: {status}"
     assert all(status[r] == "FAILED" for r in interrupted), {r: status[r] for r in interrupted}

@@ -243,10 +243,12 @@ def make_client_app(setup: Callable):
     return app
 
 
-def make_server_app(methods: Sequence[str] | None, setup: Callable, results: dict | None = None):
+def make_server_app(methods: Sequence[str] | None, setup: Callable, results: dict | None = None,
+                    on_done: Callable | None = None):
     """A ``ServerApp`` running the strategies of ``methods`` one after the other on the same nodes
     (``None``: the run config's comma-separated ``method``); ``setup(context)`` gives a
-    :class:`ServerSetup`.
+    :class:`ServerSetup`. ``on_done(context, methods, results)``, when given (with a ``results``
+    dict), runs after the last strategy (e.g. to log the results); what it raises fails the run.
 
     When ``results`` is a dict (simulation), run j's wall-clock ``results[j]["seconds"]`` (all its
     rounds) and per-round metrics are stored in ``results[j]["evaluate"][r]`` (FedAvg: client-mean accuracy/AUC of the global AE) and
@@ -310,6 +312,8 @@ def make_server_app(methods: Sequence[str] | None, setup: Callable, results: dic
             if results is not None:
                 results[run] = {"seconds": time.perf_counter() - start, "evaluate": {r: dict(m) for r, m in result.evaluate_metrics_clientapp.items()},
                                 "train": {r: dict(m) for r, m in result.train_metrics_clientapp.items()}}
+        if on_done is not None:
+            on_done(context, list(todo), results)
 
     return app
 

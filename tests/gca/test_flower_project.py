@@ -1,0 +1,200 @@
+"""The Flower app project (``flower/``) launched as Flower documents: ``flwr run`` on the simulation
+engine and on a local deployment (a SuperLink and two SuperNodes on 127.0.0.1), per-node data files
+from ``veilbench flower-export``, errors that fail the run (and ``veilbench flower-run``'s exit
+status), results in MLflow (runs tagged ``flower``).
+
+The end-to-end tests start processes only on 127.0.0.1 with free ports, and stop every process
+they started (by process group) in ``finally``/``with``; they are marked slow.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from veilbench.validation import ValidationError
+
+REPO = Path(__file__).resolve().parents[2]
+APP = REPO / "flower"
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """digits (300 records) exported for two nodes."""
+    import yaml
+
+    from tasks.flower_export import export_nodes
+    from tests.conftest import tiny_params
+
+    root = tmp_path_factory.mktemp("flower-root")
+    (root / "params.yaml").write_text(yaml.safe_dump(tiny_params()))
+    export_nodes("digits", 2, root / "nodes", root=root)
+    return root / "nodes"
+
+
+def _task():
+    sys.path.insert(0, str(APP))
+    try:
+        import veilbench_flower.task as task
+    finally:
+        sys.path.remove(str(APP))
+    return task
+
+
+def test_export_writes_one_file_per_node_and_the_run_config(exported: Path) -> None:
+    import tomllib
+
+    shards = []
+    for i in range(2):
+        with np.load(exported / f"node_{i}.npz", allow_pickle=False) as f:
+            assert set(f.files) == {"x_train", "x_test", "y_test"}
+            assert f["x_train"].dtype == np.float32 and f["x_train"].shape[1] == 64
+            assert set(np.unique(f["y_test"])) == {0, 1}
+            assert f["x_train"].min() >= -1.0 and f["x_train"].max() <= 1.0, "min-max scaled to [-1, 1]"
+            shards.append(f["x_train"])
+    assert abs(len(shards[0]) - len(shards[1])) <= 1, "IID split of the normal training records"
+    assert not (shards[0][:, None, :] == shards[1][None, :, :]).all(-1).any(), "disjoint shards"
+    config = tomllib.loads((exported / "run-config.toml").read_text())
+    assert config == {"input-dim": 64, "num-clients": 2, "seed": 0, "data-dir": str(exported)}
+
+
+def test_export_rejects_bad_arguments(tmp_path: Path, workdir: Path) -> None:
+    from tasks.flower_export import export_nodes
+
+    with pytest.raises(ValidationError, match="nodes"):
+        export_nodes("digits", 0, tmp_path, root=workdir)
+    with pytest.raises(ValidationError, match="dataset"):
+        export_nodes("nope", 2, tmp_path, root=workdir)
+
+
+def test_node_data_path_from_node_config_or_data_dir(exported: Path) -> None:
+    task = _task()
+    assert task.data_path({"data-path": str(exported / "node_1.npz")}, {}) == exported / "node_1.npz"
+    assert task.data_path({"partition-id": 1}, {"data-dir": str(exported)}) == exported / "node_1.npz"
+    with pytest.raises(ValidationError, match="data-path: missing"):
+        task.data_path({"partition-id": 0}, {"data-dir": ""})
+    with pytest.raises(ValidationError, match="not a file"):
+        task.data_path({"data-path": str(exported / "node_7.npz")}, {})
+
+
+def test_final_metrics_of_each_method_and_a_run_with_no_replies() -> None:
+    task = _task()
+    final, rounds = task.final_metrics("fedavg", {"evaluate": {1: {"accuracy": 0.5, "roc_auc": 0.6},
+                                                               2: {"accuracy": 0.7, "roc_auc": 0.8}}})
+    assert final == {"accuracy": 0.7, "roc_auc": 0.8} and set(rounds) == {1, 2}
+    final, _ = task.final_metrics("gca", {"train": {1: {"accuracy-epochs": [0.1, 0.9], "auc-epochs": [0.2, 0.95]}}})
+    assert final == {"accuracy": 0.9, "roc_auc": 0.95}, "the round's last reconstruction epoch"
+    with pytest.raises(RuntimeError, match="every client failed"):
+        task.final_metrics("fedavg", {"evaluate": {}, "train": {}})
+
+
+def test_app_components_are_created_at_import() -> None:
+    """``flwr`` loads ``module:attribute`` statically (no module ``__getattr__``)."""
+    pytest.importorskip("flwr")
+    import tomllib
+
+    from flwr.clientapp import ClientApp
+    from flwr.serverapp import ServerApp
+
+    components = tomllib.loads((APP / "pyproject.toml").read_text())["tool"]["flwr"]["app"]["components"]
+    code = ("import importlib, sys; sys.path.insert(0, sys.argv[1]); "
+            "s = importlib.import_module(sys.argv[2].split(':')[0]); c = importlib.import_module(sys.argv[3].split(':')[0]); "
+            "print(type(vars(s)[sys.argv[2].split(':')[1]]).__name__, type(vars(c)[sys.argv[3].split(':')[1]]).__name__)")
+    out = subprocess.run([sys.executable, "-c", code, str(APP), components["serverapp"], components["clientapp"]],
+                         capture_output=True, text=True, timeout=120, env=_env(None))
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == [ServerApp.__name__, ClientApp.__name__]
+
+
+# ------------------------------------------------------------------------------------------------
+# end to end: flwr run on the simulation engine and on a local deployment
+# ------------------------------------------------------------------------------------------------
+
+def _env(tracking_db: Path | None, **extra: str) -> dict[str, str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+           "FLWR_DISABLE_UPDATE_CHECK": "1", "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
+           "RAY_USAGE_STATS_ENABLED": "0", **extra}
+    if tracking_db is not None:
+        env["VEILBENCH_TRACKING_URI"] = f"sqlite:///{tracking_db}"
+    return env
+
+
+def _flower_runs(db: Path) -> dict[str, dict]:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{db}")
+    exp = client.get_experiment_by_name("veilbench-flower")
+    runs = client.search_runs([exp.experiment_id], "tags.flower = 'true'") if exp else []
+    return {r.data.tags["flwr_run_id"] + "/" + r.data.tags["method"]: {**r.data.metrics, "status": r.info.status}
+            for r in runs}
+
+
+def _kill_local_superlink(port: int) -> None:
+    """Stop the simulation SuperLink that ``flwr`` started (detached) for our control port."""
+    import psutil
+
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        cmd = proc.info["cmdline"] or []
+        if any("flower-superlink" in c for c in cmd) and f"127.0.0.1:{port}" in cmd:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)  # its own session: the SuperExec and app processes too
+            except ProcessLookupError:
+                pass
+
+
+@pytest.mark.slow
+def test_flwr_run_on_the_simulation_engine(exported: Path, tmp_path: Path, migrated_mlflow_db: Path) -> None:
+    pytest.importorskip("flwr")
+    from tasks.flower_launch import free_ports, run_app, write_flower_config
+
+    db = tmp_path / "mlflow.db"
+    shutil.copy(migrated_mlflow_db, db)
+    (port,) = free_ports(1)
+    write_flower_config(tmp_path / "flwr")
+    env = _env(db, FLWR_HOME=str(tmp_path / "flwr"), FLWR_LOCAL_CONTROL_API_PORT=str(port))
+    try:
+        status = run_app(APP, "local-simulation", [str(exported / "run-config.toml")], timeout=240, env=env, cwd=tmp_path)
+        assert status.ok, status
+        runs = _flower_runs(db)
+        assert set(runs) == {f"{status.run_id}/fedavg", f"{status.run_id}/gca"}
+        for metrics in runs.values():
+            assert metrics["status"] == "FINISHED" and 0.5 < metrics["roc_auc"] <= 1.0 and 0.0 <= metrics["accuracy"] <= 1.0
+
+        # no data for the nodes: the run fails, and `veilbench flower-run` says so with a non-zero exit
+        out = subprocess.run([sys.executable, "-m", "flows.cli", "flower-run", str(APP), "local-simulation",
+                              "-c", 'method="fedavg" rounds=1 data-dir=""', "--timeout", "180"],
+                             capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+        assert out.returncode == 1, out.stdout[-2000:] + out.stderr[-2000:]
+        assert "finished:failed" in out.stderr and "every client failed" in out.stderr
+        assert "data-path: missing" in out.stderr, "the client's own message is in the printed log"
+        assert len(_flower_runs(db)) == 2, "a failed run logs no results"
+    finally:
+        _kill_local_superlink(port)
+
+
+@pytest.mark.slow
+def test_flwr_run_on_a_local_deployment_with_two_supernodes(exported: Path, tmp_path: Path,
+                                                             migrated_mlflow_db: Path) -> None:
+    pytest.importorskip("flwr")
+    from tasks.flower_launch import LocalDeployment, run_app, run_log
+
+    db = tmp_path / "mlflow.db"
+    shutil.copy(migrated_mlflow_db, db)
+    data = [exported / "node_0.npz", exported / "node_1.npz"]
+    with LocalDeployment(data, tmp_path / "flwr", tmp_path / "logs", env=_env(db)) as dep:
+        # the data comes from each SuperNode's node config (data-path), not from the run config
+        status = run_app(APP, "local-deployment", ['method="gca" rounds=1 input-dim=64 num-clients=2 data-dir=""'],
+                         timeout=240, env=dep.env, cwd=tmp_path)
+        assert status.ok, (status, run_log(status.run_id, "local-deployment", dep.env)[-4000:])
+        procs = list(dep.procs)
+    assert all(p.poll() is not None for p in procs), "every process of the deployment was stopped"
+    runs = _flower_runs(db)
+    assert set(runs) == {f"{status.run_id}/gca"}
+    assert runs[f"{status.run_id}/gca"]["roc_auc"] > 0.5
