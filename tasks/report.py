@@ -29,7 +29,7 @@ from typing import Any
 from tasks.common import as_task, load_params
 from tasks.paths import repo_root, sweep_dir, sweep_report_dir
 from tasks.tracking import stage_run
-from tasks.verdicts import ALPHA, Estimate, claim_p_value, data_free_section, judge_claim
+from tasks.verdicts import ALPHA, Estimate, claim_p_value, data_free_section, judge_claim, split_spread_lines
 from veilbench.config import Config, FrontierConfig, FrontierRef, MetricRef
 from veilbench.io import atomic_write_text, read_json, write_json
 
@@ -326,11 +326,13 @@ def _est_txt(e: Estimate | None) -> str:
     return f"{e.mean:.4g}"
 
 
-def claims_section(cfg: Config, rows: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, Any]]]:
+def claims_section(cfg: Config, rows: list[dict[str, Any]], split_spread: dict[str, Any] | None = None
+                   ) -> tuple[list[str], list[dict[str, Any]]]:
     """The "paper vs ours" table: each configured claim, the paper's statement (labelled as the
     paper's), our measured value (mean ± 95% CI), the data-free reference's value, and the verdict
     (held / not held / inconclusive / trivial) of the paired per-seed test of
-    :mod:`tasks.verdicts` with its bounds and p-value."""
+    :mod:`tasks.verdicts` with its bounds and p-value; then the note that the CIs are conditional on
+    one train/test split, with the measured split spread (``split_spread``) when given."""
     if not cfg.report.claims:
         return [], []
     md, records = [], []
@@ -379,7 +381,7 @@ def claims_section(cfg: Config, rows: list[dict[str, Any]]) -> tuple[list[str], 
              "true by construction of a formula and is labelled so, not measured. The rule: `tasks/verdicts.py`.", "",
              _markdown(["family", "claim", "source", "paper (the paper's number)", "ours", "claim: ours", "data-free",
                         "test: d = ours − factor·than", "verdict", "why not"], md),
-             "Machine-readable: `tables/claims.csv`.", ""]
+             "Machine-readable: `tables/claims.csv`.", "", *split_spread_lines(split_spread, cfg.seed)]
     return lines, records
 
 
@@ -437,7 +439,8 @@ def report(params_path: str | Path | None = None, root: Path | None = None) -> P
             plot_frontier(pts, fr, reports / "figures" / f"{fr.name}.png")
             lines += [f"### {fr.name}", "", f"![{fr.name}](figures/{fr.name}.png)", "", *frontier_summary(pts, fr)]
         lines += data_free_section(family, rows, cfg.report.data_free, {n: s.family for n, s in cfg.sweeps.items()})
-    claim_lines, claim_rows = claims_section(cfg, rows)
+    spread_json = reports / "bench" / "split_spread.json"
+    claim_lines, claim_rows = claims_section(cfg, rows, read_json(spread_json) if spread_json.is_file() else None)
     if claim_rows:
         lines += claim_lines
         atomic_write_text(reports / "tables" / "claims.csv", pd.DataFrame(claim_rows).to_csv(index=False))

@@ -365,3 +365,30 @@ def data_free_section(family: str, rows: list[dict[str, Any]], entries: Iterable
           for j in losing]
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header), *("| " + " | ".join(r) + " |" for r in md), ""]
     return lines
+
+
+# --- the train/test split ------------------------------------------------------------------------
+
+def split_spread_lines(spread: Mapping[str, Any] | None, split_seed: int) -> list[str]:
+    """Markdown stating that the CIs are conditional on one train/test split, with the measured
+    split-to-split spread of representative cells (``benchmarks/bench_split_spread.py``'s JSON:
+    per cell and metric the seed mean ± 95% CI on the configured split and the standard deviation
+    of the seed mean across splits) when available."""
+    lines = ["### The train/test split is fixed", "",
+             "The sweep seeds re-draw each mechanism's noise (and, for DC and anchor noise, the records dealt to the "
+             f"parties), not the train/test split: `prepare` draws it once from `seed: {split_seed}` of `params.yaml`. "
+             "Every 95% CI and every verdict above is therefore conditional on that one split."]
+    cells = list((spread or {}).get("cells", []))
+    if not cells:
+        return lines + ["The split-to-split spread has not been measured here: run "
+                        "`python benchmarks/bench_split_spread.py` (writes `bench/split_spread.json`).", ""]
+    k = len(cells[0]["per_split"])
+    lines += [f"Measured on {k} split seeds with everything else as configured (`bench/split_spread.json`); where "
+              "the spread across splits is comparable with the CI over seeds, a difference of that size can come "
+              "from the split alone:", ""]
+    header = ["cell", "metric", f"mean ± 95% CI over seeds (split {split_seed})", f"SD across {k} splits",
+              "range across splits"]
+    md = [[f"{c['sweep']}/{c['cell']}", c["metric"], f"{c['seed_mean']:.4g} ± {c['seed_ci95']:.2g}", f"{c['split_sd']:.2g}",
+           f"{c['split_range'][0]:.4g} – {c['split_range'][1]:.4g}"] for c in cells]
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header), *("| " + " | ".join(r) + " |" for r in md), ""]
+    return lines
