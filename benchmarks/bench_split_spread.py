@@ -8,6 +8,10 @@ re-runs whole cells (prepare → embed → the family's four stages, in memory, 
 
 * ``per_split``: split seed → the mean over the sweep seeds;
 * ``split_sd``: the standard deviation of those means across splits (ddof 1);
+* ``split_component_sd``: the part of that spread due to the split alone, by the one-way
+  random-effects decomposition ``σ̂²_split = max(0, split_sd² − s²_within / n)`` (``s²_within`` the
+  seed variance pooled over splits, ``n`` the number of sweep seeds): each split's mean carries
+  its own seed noise, which ``split_sd`` also contains;
 * ``seed_ci95``: the 95% t half-width over the sweep seeds on the configured split.
 
 Writes ``reports/bench/split_spread.json`` (or ``--out``); the report prints it beside the claims
@@ -86,10 +90,13 @@ def main() -> None:
             per_split = {s: float(np.mean([m[metric] for m in r.values()])) for s, r in runs.items()}
             own = np.array([m[metric] for m in runs[cfg.seed].values()])
             n = own.size
+            split_sd = float(np.std([per_split[s] for s in range(args.splits)], ddof=1))
+            within = float(np.mean([np.var([m[metric] for m in runs[s].values()], ddof=1) for s in range(args.splits)]))
             records.append({
                 "sweep": sweep, "cell": cell, "metric": metric, "split_seeds": sorted(runs), "sweep_seeds": cfg.sweeps[sweep].seeds,
                 "configured_split_seed": cfg.seed, "per_split": {str(s): v for s, v in sorted(per_split.items())},
-                "split_sd": float(np.std([per_split[s] for s in range(args.splits)], ddof=1)),
+                "split_sd": split_sd, "seed_sd_within": float(np.sqrt(within)),
+                "split_component_sd": float(np.sqrt(max(0.0, split_sd ** 2 - within / n))),
                 "split_range": [min(per_split.values()), max(per_split.values())],
                 "seed_mean": float(own.mean()),
                 "seed_ci95": float(t.ppf(0.975, n - 1) * own.std(ddof=1) / np.sqrt(n)) if n > 1 else 0.0,

@@ -351,11 +351,12 @@ def claims_section(cfg: Config, rows: list[dict[str, Any]], split_spread: dict[s
         df_txt = "; ".join(f"{_est_txt(e) if e else 'not run'} {_ref_name(d)}" + (" ←" if j == v.data_free_index else "")
                            for j, (d, e) in enumerate(zip(c.data_free, data_free, strict=True)))
         d = v.diff
-        p = None if d is None else claim_p_value(d, c.op, c.tolerance)
+        p = None if d is None or d.se == 0 else claim_p_value(d, c.op, c.tolerance)  # exact: no p-value
         test = "—" if d is None else (f"{d.test}: d̄ = {d.mean:.3g}, [{d.lower:.3g}, {d.upper:.3g}]"
                                       + ("" if p is None or not math.isfinite(p) else f", p = {p:.2g}"))
         verdict_txt = "trivial (accounting identity)" if c.kind == "accounting_identity" and v.verdict == "trivial" else v.verdict
-        why = "" if v.verdict == "held" else "; ".join(x for x in (v.reason, c.why_not if v.verdict != "trivial" else "") if x)
+        reason = f"{v.reason}: {_ref_name(df_ref)}" if df_ref is not None and v.verdict != "held" else v.reason
+        why = "" if v.verdict == "held" else "; ".join(x for x in (reason, c.why_not if v.verdict != "trivial" else "") if x)
         md.append([c.family, c.claim, c.source, c.paper, ours_txt, cmp, df_txt, test, verdict_txt, why])
         records.append({
             "family": c.family, "claim": c.claim, "kind": c.kind.replace("_", " "), "source": c.source, "paper": c.paper,

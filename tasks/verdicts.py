@@ -385,10 +385,12 @@ def split_spread_lines(spread: Mapping[str, Any] | None, split_seed: int) -> lis
     k = len(cells[0]["per_split"])
     lines += [f"Measured on {k} split seeds with everything else as configured (`bench/split_spread.json`); where "
               "the spread across splits is comparable with the CI over seeds, a difference of that size can come "
-              "from the split alone:", ""]
-    header = ["cell", "metric", f"mean ± 95% CI over seeds (split {split_seed})", f"SD across {k} splits",
-              "range across splits"]
+              "from the split alone. *Of which the split alone*: the between-split standard deviation once each "
+              "split's own seed noise is removed (one-way random-effects estimate, max(0, SD² − s²_within/n)):", ""]
+    header = ["cell", "metric", f"mean ± 95% CI over seeds (split {split_seed})", f"SD of the mean across {k} splits",
+              "of which the split alone", "range across splits"]
     md = [[f"{c['sweep']}/{c['cell']}", c["metric"], f"{c['seed_mean']:.4g} ± {c['seed_ci95']:.2g}", f"{c['split_sd']:.2g}",
+           f"{c['split_component_sd']:.2g}" if "split_component_sd" in c else "—",
            f"{c['split_range'][0]:.4g} – {c['split_range'][1]:.4g}"] for c in cells]
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header), *("| " + " | ".join(r) + " |" for r in md), ""]
     return lines

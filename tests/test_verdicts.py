@@ -303,7 +303,7 @@ def test_split_note_states_the_fixed_split_and_shows_the_measured_spread() -> No
     assert "seed: 3" in bare and "not been measured" in bare
     spread = {"cells": [{"sweep": "dc-parties", "cell": "nki", "metric": "utility_accuracy",
                          "per_split": {"0": 0.78, "1": 0.79, "2": 0.80}, "split_sd": 0.0123,
-                         "split_range": [0.78, 0.80], "seed_mean": 0.78, "seed_ci95": 0.03}]}
+                         "split_range": [0.78, 0.80], "seed_mean": 0.78, "seed_ci95": 0.03, "split_component_sd": 0.0071}]}
     text = "\n".join(split_spread_lines(spread, 0))
-    assert "3 split seeds" in text and "| dc-parties/nki | utility_accuracy | 0.78 ± 0.03 | 0.012 | 0.78 – 0.8 |" in text
+    assert "3 split seeds" in text and "| dc-parties/nki | utility_accuracy | 0.78 ± 0.03 | 0.012 | 0.0071 | 0.78 – 0.8 |" in text
     assert "not been measured" not in text
