@@ -254,10 +254,12 @@ def judge_claim(ours: Estimate | None, than: Estimate | None, op: str, *, factor
         dd = None if e is None else difference(e, than, factor, alpha)
         judged.append((dd, "not run" if dd is None else judge(dd, op, tolerance)))
     for want, verdict, reason in (
-            (("held",), "trivial", "the data-free reference satisfies it too"),
-            (("inconclusive", "not run"), "inconclusive",
-             "held, but the data-free reference might satisfy it too (its test is inconclusive or it has not run)")):
-        hit = next((i for i, (_, v) in enumerate(judged) if v in want), None)
+            ("held", "trivial", "the data-free reference satisfies it too"),
+            ("inconclusive", "inconclusive", "held, but the data-free reference might satisfy it too (its own test "
+                                             "is inconclusive)"),
+            ("not run", "inconclusive", "held, but the data-free reference has not run, so a release that never "
+                                        "reads the data might meet it too")):
+        hit = next((i for i, (_, v) in enumerate(judged) if v == want), None)
         if hit is not None:
             return ClaimVerdict(verdict, reason, diff, hit, *judged[hit])
     return ClaimVerdict("held", "", diff, 0, *judged[0])
@@ -377,7 +379,7 @@ def split_spread_lines(spread: Mapping[str, Any] | None, split_seed: int) -> lis
     lines = ["### The train/test split is fixed", "",
              "The sweep seeds re-draw each mechanism's noise (and, for DC and anchor noise, the records dealt to the "
              f"parties), not the train/test split: `prepare` draws it once from `seed: {split_seed}` of `params.yaml`. "
-             "Every 95% CI and every verdict above is therefore conditional on that one split."]
+             "Every 95% CI and every verdict above is therefore conditional on that one split.", ""]
     cells = list((spread or {}).get("cells", []))
     if not cells:
         return lines + ["The split-to-split spread has not been measured here: run "
