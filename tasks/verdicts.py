@@ -291,14 +291,17 @@ def _estimate(row: Mapping[str, Any], metric: str) -> Estimate | None:
 
 def beats_data_free(rows: list[dict[str, Any]], sweep: str, references: list[str | Mapping[str, Any]],
                     metrics: Mapping[str, str], exclude: list[str | Mapping[str, Any]] = (),
-                    companions: Mapping[str, str] | None = None, alpha: float = ALPHA) -> list[dict[str, Any]]:
+                    companions: Mapping[str, str] | None = None, match: Iterable[str] = (),
+                    alpha: float = ALPHA) -> list[dict[str, Any]]:
     """Each (cell, metric) of ``sweep`` judged against the best data-free reference on that metric.
 
     ``references`` select the sweep's data-free cells (names or option filters); ``companions``
     maps a metric to a metric of the same cell that holds a data-free release's value (e.g. the
     identity Gram's error computed beside each release); ``metrics`` maps each utility metric to
     ``"higher"`` or ``"lower"`` (which is better); ``exclude`` drops cells that are not releases
-    (e.g. the clean, non-private reference). The best reference has the best mean; the signed
+    (e.g. the clean, non-private reference); ``match`` names options a reference must share with
+    the cell (e.g. ``n_records``: a release of 400 records is compared with the data-free release
+    of 400 records). The best reference has the best mean; the signed
     difference ``s·(cell − reference)`` (``s = +1`` when higher is better) gives ``outcome`` =
     ``beats`` (``L > 0``), ``loses`` (``U < 0``) or ``indistinguishable``."""
     companions = companions or {}
@@ -310,12 +313,13 @@ def beats_data_free(rows: list[dict[str, Any]], sweep: str, references: list[str
         if better not in ("higher", "lower"):
             raise ValueError(f"metrics.{metric}: must be 'higher' or 'lower', got {better!r}")
         sign = 1.0 if better == "higher" else -1.0
-        cand_refs = [(r["cell"], e) for r in refs if (e := _estimate(r, metric)) is not None]
+        cand_refs = [(r, e) for r in refs if (e := _estimate(r, metric)) is not None]
         for r in cells:
             a = _estimate(r, metric)
             if a is None:
                 continue
-            options = list(cand_refs)
+            options = [(ref["cell"], e) for ref, e in cand_refs
+                       if all(ref["params"].get(k) == r["params"].get(k) for k in match)]
             if metric in companions and (e := _estimate(r, companions[metric])) is not None:
                 options.append((f"{companions[metric]} (same cell)", e))
             if not options:
@@ -346,7 +350,10 @@ def data_free_section(family: str, rows: list[dict[str, Any]], entries: Iterable
     judged = []
     for e in mine:
         judged += beats_data_free(rows, e.sweep, list(e.references), dict(e.metrics), list(e.exclude),
-                                  dict(e.companions), alpha)
+                                  dict(e.companions), list(e.match), alpha)
+    if not judged:
+        return lines + [f"The data-free references declared for {family} (`report.data_free`) have no evaluated "
+                        "cells (or no cell to compare) yet.", ""]
     losing = [j for j in judged if j["outcome"] != "beats"]
     refs = "; ".join(f"{e.sweep}: " + ", ".join([*(s if isinstance(s, str) else ", ".join(f"{k}={v}" for k, v in s.items())
                                                    for s in e.references),

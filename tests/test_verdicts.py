@@ -223,6 +223,28 @@ def test_a_companion_metric_in_the_same_cell_is_a_reference() -> None:
     assert out["eps=64"]["reference"] == "identity"  # no companion value in that cell
 
 
+def test_match_compares_a_cell_only_with_references_sharing_the_options() -> None:
+    rows = [
+        _cell("free n=50", {"mechanism": "identity_noise", "n": 50}, mse=[0.30, 0.31, 0.29]),
+        _cell("free n=400", {"mechanism": "identity_noise", "n": 400}, mse=[0.05, 0.06, 0.05]),
+        _cell("newton n=50", {"mechanism": "newton", "n": 50}, mse=[0.20, 0.21, 0.19]),
+        _cell("newton n=400", {"mechanism": "newton", "n": 400}, mse=[0.10, 0.11, 0.10]),
+    ]
+    rows = [{**r, "sweep": "sv"} for r in rows]
+    free = [{"mechanism": "identity_noise"}]
+    out = {j["cell"]: j for j in beats_data_free(rows, "sv", free, {"mse": "lower"}, match=["n"])}
+    assert out["newton n=50"]["reference"] == "free n=50" and out["newton n=50"]["outcome"] == "beats"
+    assert out["newton n=400"]["reference"] == "free n=400" and out["newton n=400"]["outcome"] == "loses"
+    unmatched = {j["cell"]: j for j in beats_data_free(rows, "sv", free, {"mse": "lower"})}
+    assert unmatched["newton n=50"]["reference"] == "free n=400" and unmatched["newton n=50"]["outcome"] == "loses"
+
+
+def test_data_free_section_says_when_no_reference_has_run() -> None:
+    entry = DataFreeConfig(sweep="sv", references=[{"mechanism": "random"}], metrics={"acc": "higher"})
+    text = "\n".join(data_free_section("scoreshield", ROWS, [entry], {"sv": "scoreshield"}))
+    assert "no evaluated cells" in text and "beats its data-free reference" not in text
+
+
 def test_data_free_section_lists_the_cells_that_do_not_beat_them() -> None:
     entry = DataFreeConfig(sweep="sv", references=[{"mechanism": "identity"}], exclude=[{"mechanism": "clean"}],
                            metrics={"acc": "higher"})
