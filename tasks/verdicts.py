@@ -5,10 +5,12 @@ nothing?" check, both judged on paired per-seed differences.
 compared through ``d = a − f·b`` (``f`` the claim's factor). When both carry per-seed values and
 share seeds ``s ∈ S`` (the cells of a sweep run on the same seeds), the test is *paired*:
 ``d_s = a_s − f·b_s``, ``d̄ = mean_s d_s``, ``SE = sd(d_s)/√|S|``, Student t with ``|S| − 1``
-degrees of freedom. Against a constant it is the one-sample t-test of ``a_s − f·c``. Without shared
-seeds (or with summaries only) it is Welch's unpaired t-test on the two means, the standard errors
-taken from the stored 95% half-widths (``SE = ci95 / t_{0.975, n−1}``) or, for a fitted slope,
-from the fit (``n_points − 2`` degrees of freedom).
+degrees of freedom. Against a constant it is the one-sample t-test of ``a_s − f·c``. A frontier
+slope is fitted per seed (each seed's points), so slopes pair like metrics. Identical differences
+on every seed (deterministic quantities) are exact: ``L = U = d̄``. Without shared seeds (or with
+summaries only) it is Welch's unpaired t-test on the two means, the standard errors taken from
+the stored 95% half-widths (``SE = ci95 / t_{0.975, n−1}``) or, for a slope fitted on means, from
+the fit (``n_points − 2`` degrees of freedom).
 
 **The level.** One-sided bounds at ``1 − α`` (α = 0.05): ``L = d̄ − t_{1−α, ν}·SE``,
 ``U = d̄ + t_{1−α, ν}·SE``; equivalently two one-sided t-tests at level α each. An exact
@@ -39,6 +41,9 @@ held* otherwise.
 The same bounds decide whether a cell *beats* the best data-free reference of its sweep on a
 utility metric (``L > 0`` for the signed difference cell − reference), *loses* to it (``U < 0``),
 or cannot be told apart from it.
+
+References: Student's paired t-test and Welch, *Biometrika* 34 (1947) for the unpaired case;
+Schuirmann, *J. Pharmacokinet. Biopharm.* 15 (1987) for two one-sided tests of equivalence.
 """
 
 from __future__ import annotations
