@@ -186,10 +186,15 @@ class ClaimConfig(_Strict):
     """A headline claim of a paper checked against our runs, for the "paper vs ours" table.
 
     ``ours`` is the measured value (a cell metric, or a frontier's slope / value at its mark); the
-    claim holds when ``ours <op> factor · than`` (``than`` a number or another reference), with
-    ``tolerance`` for ``~`` (|ours − factor · than| ≤ tolerance). ``paper`` is the
-    paper's own statement or number, shown labelled as the paper's; ``why_not`` is shown only when
-    the check fails (or the cells have not run)."""
+    claim is ``ours <op> factor · than`` (``than`` a number or another reference), with
+    ``tolerance`` for ``~`` (|ours − factor · than| ≤ tolerance). It is judged *held*, *not held*
+    or *inconclusive* on the paired per-seed differences with one-sided 95% t bounds
+    (``tasks/verdicts.py``). ``data_free`` lists what releases or attackers that never read the
+    data would put in ``ours``' place (cell metrics, frontier curves, numbers): when one of them
+    also satisfies the claim, the claim is *trivial*. ``kind: accounting_identity`` marks a claim
+    true by construction of a formula (no sampling): *trivial* when it holds. ``paper`` is the
+    paper's own statement or number, shown labelled as the paper's; ``why_not`` is shown only
+    when the claim is not held."""
 
     family: str
     claim: str
@@ -200,7 +205,41 @@ class ClaimConfig(_Strict):
     than: float | MetricRef | FrontierRef
     factor: float = Field(1.0, gt=0.0, description="compare with factor · than (e.g. 0.16 for '84% less')")
     tolerance: float = Field(0.0, ge=0.0)
+    kind: Literal["measured", "accounting_identity"] = Field(
+        "measured", description="accounting_identity: true by construction of a formula, labelled as such")
+    data_free: list[float | MetricRef | FrontierRef] = Field(
+        default_factory=list, description="values data-free releases/attackers put in ours' place; if one satisfies "
+                                          "the claim too, the claim is trivial")
     why_not: str = ""
+
+
+class DataFreeConfig(_Strict):
+    """The data-free references of one sweep and the utility metrics on which every other cell of
+    the sweep must beat the best of them (the report lists the cells that do not).
+
+    ``references`` select data-free cells by name or by an option filter (``{mechanism: identity}``:
+    every key must match the cell's option); ``companions`` map a metric to a metric of the same
+    cell that holds a data-free release's value (e.g. ``utility_gram_mse:
+    reference_identity_gram_mse``); ``exclude`` drops cells that are not releases (e.g. the clean
+    reference); ``match`` names options a reference must share with a cell to be compared with it
+    (e.g. ``n_records``); ``metrics`` map each utility metric to ``higher`` or ``lower`` (which is
+    better)."""
+
+    sweep: str
+    references: list[str | dict[str, Any]] = Field(default_factory=list)
+    companions: dict[str, str] = Field(default_factory=dict)
+    exclude: list[str | dict[str, Any]] = Field(default_factory=list)
+    match: list[str] = Field(default_factory=list, description="options a reference must share with the cell")
+    metrics: dict[str, Literal["higher", "lower"]] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _some_reference(self) -> DataFreeConfig:
+        if not self.references and not self.companions:
+            raise ValueError("references: give at least one data-free cell (name or option filter) or a companion metric")
+        for m in self.companions:
+            if m not in self.metrics:
+                raise ValueError(f"companions.{m}: not one of the checked metrics ({sorted(self.metrics)})")
+        return self
 
 
 class ReportConfig(_Strict):
@@ -209,6 +248,8 @@ class ReportConfig(_Strict):
     columns: dict[str, list[str]] = Field(
         default_factory=dict, description="family → metrics shown in index.md (default: all; tables/ hold all)")
     claims: list[ClaimConfig] = Field(default_factory=list, description="the paper vs ours table")
+    data_free: list[DataFreeConfig] = Field(
+        default_factory=list, description="per sweep: its data-free reference cells and the utility metrics checked")
     crossfamily_sweeps: list[str] = Field(
         default_factory=list, description="sweeps shown in the cross-family view (default: every sweep whose cells "
                                           "emit the cross-family metrics)")
@@ -240,7 +281,9 @@ class Config(_Strict):
                 problems.append(f"report.crossfamily_sweeps: {sweep!r} is not in sweeps ({sorted(self.sweeps)})")
         frontiers = {f.name: f for f in self.report.frontiers}
         for i, claim in enumerate(self.report.claims):
-            refs = [("ours", claim.ours)] + ([("than", claim.than)] if not isinstance(claim.than, float | int) else [])
+            refs = [("ours", claim.ours)] + [(f, r) for f, r in (("than", claim.than),
+                                                                 *((f"data_free.{j}", d) for j, d in enumerate(claim.data_free)))
+                                             if isinstance(r, MetricRef | FrontierRef)]
             for field, ref in refs:
                 if isinstance(ref, FrontierRef):
                     fr = frontiers.get(ref.frontier)
@@ -256,6 +299,16 @@ class Config(_Strict):
                 elif ref.cell not in self.sweeps[ref.sweep].expand():
                     problems.append(f"report.claims.{i}.{field}.cell: {ref.cell!r} is not a cell of {ref.sweep!r} "
                                     f"({list(self.sweeps[ref.sweep].expand())})")
+        for i, entry in enumerate(self.report.data_free):
+            if entry.sweep not in self.sweeps:
+                problems.append(f"report.data_free.{i}.sweep: {entry.sweep!r} is not in sweeps ({sorted(self.sweeps)})")
+                continue
+            cells = self.sweeps[entry.sweep].expand()
+            for field in ("references", "exclude"):
+                for sel in getattr(entry, field):
+                    if isinstance(sel, str) and sel not in cells:
+                        problems.append(f"report.data_free.{i}.{field}: {sel!r} is not a cell of {entry.sweep!r} "
+                                        f"({list(cells)})")
         if problems:
             raise ValueError("; ".join(problems))
         return self

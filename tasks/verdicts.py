@@ -1,0 +1,410 @@
+"""Verdicts with uncertainty: the paper-vs-ours claims and the "does this release beat publishing
+nothing?" check, both judged on paired per-seed differences.
+
+**The difference.** Two estimates ``a`` and ``b`` (cell metrics, frontier slopes, constants) are
+compared through ``d = a − f·b`` (``f`` the claim's factor). When both carry per-seed values and
+share seeds ``s ∈ S`` (the cells of a sweep run on the same seeds), the test is *paired*:
+``d_s = a_s − f·b_s``, ``d̄ = mean_s d_s``, ``SE = sd(d_s)/√|S|``, Student t with ``|S| − 1``
+degrees of freedom. Against a constant it is the one-sample t-test of ``a_s − f·c``. A frontier
+slope is fitted per seed (each seed's points), so slopes pair like metrics. Identical differences
+on every seed (deterministic quantities) are exact: ``L = U = d̄``. Without shared seeds (or with
+summaries only) it is Welch's unpaired t-test on the two means, the standard errors taken from
+the stored 95% half-widths (``SE = ci95 / t_{0.975, n−1}``) or, for a slope fitted on means, from
+the fit (``n_points − 2`` degrees of freedom).
+
+**The level.** One-sided bounds at ``1 − α`` (α = 0.05): ``L = d̄ − t_{1−α, ν}·SE``,
+``U = d̄ + t_{1−α, ν}·SE``; equivalently two one-sided t-tests at level α each. An exact
+sign-flip permutation test cannot reach α = 0.05 with the 2–3 seeds of the default sweeps (its
+smallest one-sided p-value is 2^{−n}: 0.25 for n = 2, 0.125 for n = 3), so the t bounds are the
+test everywhere; they assume the per-seed differences are roughly normal.
+
+**The verdict** of ``a op f·b``:
+
+========  =====================================  =====================================
+op        held                                   not held
+========  =====================================  =====================================
+``>``     ``L > 0``                              ``U ≤ 0``
+``>=``    ``L ≥ 0``                              ``U < 0``
+``<``     ``U < 0``                              ``L ≥ 0``
+``<=``    ``U ≤ 0``                              ``L > 0``
+``~``     ``−τ ≤ L`` and ``U ≤ τ`` (TOST)        ``L > τ`` or ``U < −τ``
+========  =====================================  =====================================
+
+and *inconclusive* otherwise (the bounds straddle the boundary, fewer than two seeds, no spread
+known). A claim with ``data_free`` references (what a release or attacker that never reads the
+data puts in ``a``'s place) is judged again with each of them in ``a``'s place: if one is also
+*held*, the claim is *trivial*; else if one is *inconclusive* (or has not run), so is the claim —
+it is *held* only when every data-free reference demonstrably fails it. An accounting identity
+(true by construction of a formula, no sampling) is *trivial* when its comparison holds and *not
+held* otherwise.
+
+The same bounds decide whether a cell *beats* the best data-free reference of its sweep on a
+utility metric (``L > 0`` for the signed difference cell − reference), *loses* to it (``U < 0``),
+or cannot be told apart from it.
+
+References: Student's paired t-test and Welch, *Biometrika* 34 (1947) for the unpaired case;
+Schuirmann, *J. Pharmacokinet. Biopharm.* 15 (1987) for two one-sided tests of equivalence.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+ALPHA = 0.05
+VERDICTS = ("held", "not held", "inconclusive", "trivial")
+OPS = ("<", "<=", ">", ">=", "~")
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A value to compare: its point estimate, its per-seed values (seed → value) when known, and
+    otherwise the standard error of the mean with its degrees of freedom. ``constant`` marks a
+    number with no sampling error (a threshold typed in the config)."""
+
+    mean: float
+    per_seed: Mapping[str, float] = field(default_factory=dict)
+    se: float | None = None
+    df: float = math.inf
+    constant: bool = False
+
+    @classmethod
+    def of_constant(cls, value: float) -> Estimate:
+        return cls(mean=float(value), se=0.0, constant=True)
+
+    @classmethod
+    def of_seeds(cls, per_seed: Mapping[Any, float], mean: float | None = None) -> Estimate:
+        """From per-seed values (non-finite values dropped); ``mean`` overrides the point estimate
+        (e.g. a slope fitted on the cell means)."""
+        vals = {str(s): float(v) for s, v in per_seed.items() if v is not None and math.isfinite(float(v))}
+        if not vals:
+            raise ValueError("per_seed: no finite per-seed value")
+        m = sum(vals.values()) / len(vals) if mean is None else float(mean)
+        return cls(mean=m, per_seed=vals)
+
+    @classmethod
+    def of_summary(cls, summary: Mapping[str, float]) -> Estimate:
+        """From a stored ``{"mean", "ci95", "n"}`` summary (the 95% t half-width over n seeds)."""
+        from scipy.stats import t
+
+        n = int(summary.get("n", 1))
+        if n < 2:
+            return cls(mean=float(summary["mean"]))
+        return cls(mean=float(summary["mean"]), se=float(summary["ci95"]) / float(t.ppf(0.975, n - 1)), df=n - 1)
+
+
+@dataclass(frozen=True)
+class Difference:
+    """``d = a − f·b``: its mean, one-sided (1 − α) lower and upper bounds, the standard error and
+    degrees of freedom of the mean (``se = 0``: exact, no sampling error; ``se = ∞``: no test),
+    the number of paired seeds (0 when unpaired), and the test's name."""
+
+    test: str
+    mean: float
+    lower: float
+    upper: float
+    se: float = 0.0
+    df: float = math.inf
+    n: int = 0
+
+    @property
+    def statistic(self) -> float:
+        """The t statistic d̄ / SE (NaN when exact or untestable)."""
+        return self.mean / self.se if 0 < self.se < math.inf else math.nan
+
+    def p_value(self, side: str, shift: float = 0.0) -> float:
+        """One-sided p-value of H0: E[d] ≤ shift (``side='greater'``) or E[d] ≥ shift (``'less'``)."""
+        from scipy.stats import t
+
+        if side not in ("greater", "less"):
+            raise ValueError(f"side: must be 'greater' or 'less', got {side!r}")
+        if self.se == 0:
+            return 0.0 if (self.mean > shift if side == "greater" else self.mean < shift) else 1.0
+        if not math.isfinite(self.se):
+            return math.nan
+        stat = (self.mean - shift) / self.se
+        return float(t.sf(stat, self.df) if side == "greater" else t.cdf(stat, self.df))
+
+
+def _bounds(mean: float, se: float, df: float, alpha: float) -> tuple[float, float]:
+    from scipy.stats import t
+
+    q = float(t.ppf(1 - alpha, df))
+    return mean - q * se, mean + q * se
+
+
+def difference(a: Estimate, b: Estimate, factor: float = 1.0, alpha: float = ALPHA) -> Difference:
+    """The difference ``a − factor·b`` with one-sided ``1 − alpha`` bounds (module docstring)."""
+    if not 0 < alpha < 0.5:
+        raise ValueError(f"alpha: must be in (0, 0.5), got {alpha}")
+    mean = a.mean - factor * b.mean
+    if a.constant and b.constant:
+        return Difference("exact (constants)", mean, mean, mean)
+    seeds: list[str] | None = None
+    if a.constant or b.constant:
+        other = b if a.constant else a
+        seeds = list(other.per_seed) or None
+    elif a.per_seed and b.per_seed:
+        seeds = [s for s in a.per_seed if s in b.per_seed] or None
+    if seeds is not None:
+        d = [(a.mean if a.constant else a.per_seed[s]) - factor * (b.mean if b.constant else b.per_seed[s]) for s in seeds]
+        n = len(d)
+        dbar = sum(d) / n
+        name = "one-sample t" if (a.constant or b.constant) else "paired t"
+        if n < 2:
+            return Difference(f"{name} (1 seed: no test)", dbar, -math.inf, math.inf, math.inf, n=n)
+        sd = math.sqrt(sum((x - dbar) ** 2 for x in d) / (n - 1))
+        if sd <= 1e-12 * max(1.0, abs(dbar)):
+            return Difference(f"{name}, identical differences over {n} seeds (no spread)", dbar, dbar, dbar, n=n)
+        se = sd / math.sqrt(n)
+        lo, hi = _bounds(dbar, se, n - 1, alpha)
+        return Difference(f"{name} over {n} seeds", dbar, lo, hi, se, n - 1, n)
+    # unpaired: Welch on the standard errors of the two means
+    parts = []
+    for e, f in ((a, 1.0), (b, factor)):
+        if e.constant:
+            parts.append((0.0, math.inf))
+        elif len(e.per_seed) >= 2:
+            v = list(e.per_seed.values())
+            m = sum(v) / len(v)
+            parts.append((f * math.sqrt(sum((x - m) ** 2 for x in v) / (len(v) - 1) / len(v)), len(v) - 1))
+        elif e.se is not None:
+            parts.append((f * e.se, e.df))
+        else:
+            return Difference("no spread known: no test", mean, -math.inf, math.inf, math.inf)
+    var = sum(s ** 2 for s, _ in parts)
+    if var <= 0:
+        return Difference("exact (no spread)", mean, mean, mean)
+    finite = [(s, nu) for s, nu in parts if s > 0 and math.isfinite(nu)]
+    df = var ** 2 / sum(s ** 4 / nu for s, nu in finite) if finite else math.inf
+    lo, hi = _bounds(mean, math.sqrt(var), df, alpha)
+    return Difference("Welch t (unpaired)", mean, lo, hi, math.sqrt(var), df)
+
+
+def judge(diff: Difference | None, op: str, tolerance: float = 0.0) -> str:
+    """*held*, *not held* or *inconclusive* for ``d op 0`` (``|d| ≤ tolerance`` for ``~``), from
+    the one-sided bounds of ``diff`` (table in the module docstring)."""
+    if op not in OPS:
+        raise ValueError(f"op: must be one of {OPS}, got {op!r}")
+    if tolerance < 0:
+        raise ValueError(f"tolerance: must be ≥ 0, got {tolerance}")
+    if diff is None:
+        return "inconclusive"
+    lo, hi = diff.lower, diff.upper
+    held, not_held = {
+        ">": (lo > 0, hi <= 0),
+        ">=": (lo >= 0, hi < 0),
+        "<": (hi < 0, lo >= 0),
+        "<=": (hi <= 0, lo > 0),
+        "~": (-tolerance <= lo and hi <= tolerance, lo > tolerance or hi < -tolerance),
+    }[op]
+    return "held" if held else "not held" if not_held else "inconclusive"
+
+
+def claim_p_value(diff: Difference, op: str, tolerance: float = 0.0) -> float:
+    """One-sided p-value of the claim's direction (``>``/``>=``: H0 E[d] ≤ 0; ``<``/``<=``:
+    H0 E[d] ≥ 0); for ``~`` the TOST p-value, the larger of those of H0 E[d] ≤ −τ and H0 E[d] ≥ τ."""
+    if op in (">", ">="):
+        return diff.p_value("greater")
+    if op in ("<", "<="):
+        return diff.p_value("less")
+    return max(diff.p_value("greater", -tolerance), diff.p_value("less", tolerance))
+
+
+@dataclass(frozen=True)
+class ClaimVerdict:
+    """The verdict of one claim with its evidence: the difference ours − f·than; and, when data-free
+    references are configured, the index of the one that decided (the first that satisfies the
+    claim, else the first whose test is inconclusive or that has not run, else the first), its
+    difference and its judgement (``"not run"`` when it has no value)."""
+
+    verdict: str
+    reason: str
+    diff: Difference | None
+    data_free_index: int | None = None
+    data_free_diff: Difference | None = None
+    data_free_verdict: str = ""
+
+
+def judge_claim(ours: Estimate | None, than: Estimate | None, op: str, *, factor: float = 1.0,
+                tolerance: float = 0.0, kind: str = "measured", data_free: list[Estimate | None] = (),
+                alpha: float = ALPHA) -> ClaimVerdict:
+    """Judge ``ours op factor·than`` (module docstring). ``data_free`` holds the value of each
+    configured data-free reference (None for one that has not run): the claim is *trivial* when
+    any of them is judged *held* in ``ours``' place, and *held* only when every one of them is
+    judged *not held*."""
+    if kind not in ("measured", "accounting_identity"):
+        raise ValueError(f"kind: must be 'measured' or 'accounting_identity', got {kind!r}")
+    if ours is None or than is None:
+        return ClaimVerdict("inconclusive", "not run: a referenced cell or curve has no result", None)
+    diff = difference(ours, than, factor, alpha)
+    if kind == "accounting_identity":
+        exact = Difference("accounting identity (no sampling)", diff.mean, diff.mean, diff.mean)
+        ok = judge(exact, op, tolerance) == "held"
+        return ClaimVerdict("trivial" if ok else "not held",
+                            "true by construction of the formula: an accounting identity, not a measured claim" if ok
+                            else "the accounting formula does not give it", exact)
+    verdict = judge(diff, op, tolerance)
+    level = f"one-sided {1 - alpha:.0%} bounds"
+    if verdict != "held":
+        reason = (f"the {level} of d [{diff.lower:.3g}, {diff.upper:.3g}] straddle the claim's boundary"
+                  if verdict == "inconclusive" else f"the {level} of d [{diff.lower:.3g}, {diff.upper:.3g}] contradict it")
+        return ClaimVerdict(verdict, reason, diff)
+    if not data_free:
+        return ClaimVerdict("held", "", diff)
+    judged = []
+    for e in data_free:
+        dd = None if e is None else difference(e, than, factor, alpha)
+        judged.append((dd, "not run" if dd is None else judge(dd, op, tolerance)))
+    for want, verdict, reason in (
+            ("held", "trivial", "the data-free reference satisfies it too"),
+            ("inconclusive", "inconclusive", "held, but the data-free reference might satisfy it too (its own test "
+                                             "is inconclusive)"),
+            ("not run", "inconclusive", "held, but the data-free reference has not run, so a release that never "
+                                        "reads the data might meet it too")):
+        hit = next((i for i, (_, v) in enumerate(judged) if v == want), None)
+        if hit is not None:
+            return ClaimVerdict(verdict, reason, diff, hit, *judged[hit])
+    return ClaimVerdict("held", "", diff, 0, *judged[0])
+
+
+# --- cells against the data-free references of their sweep -------------------------------------
+
+def matches(cell: str, params: Mapping[str, Any], selectors: Iterable[str | Mapping[str, Any]]) -> bool:
+    """Whether a cell is selected: by its name, or by an option filter whose every key matches."""
+    for sel in selectors:
+        if isinstance(sel, str):
+            if sel == cell:
+                return True
+        elif all(k in params and params[k] == v for k, v in sel.items()):
+            return True
+    return False
+
+
+def _estimate(row: Mapping[str, Any], metric: str) -> Estimate | None:
+    per_seed = {s: m[metric] for s, m in (row.get("per_seed") or {}).items() if metric in m}
+    if per_seed:
+        try:
+            return Estimate.of_seeds(per_seed)
+        except ValueError:
+            return None
+    s = row["summary"].get(metric)
+    return Estimate.of_summary(s) if s and math.isfinite(s["mean"]) else None
+
+
+def beats_data_free(rows: list[dict[str, Any]], sweep: str, references: list[str | Mapping[str, Any]],
+                    metrics: Mapping[str, str], exclude: list[str | Mapping[str, Any]] = (),
+                    companions: Mapping[str, str] | None = None, match: Iterable[str] = (),
+                    alpha: float = ALPHA) -> list[dict[str, Any]]:
+    """Each (cell, metric) of ``sweep`` judged against the best data-free reference on that metric.
+
+    ``references`` select the sweep's data-free cells (names or option filters); ``companions``
+    maps a metric to a metric of the same cell that holds a data-free release's value (e.g. the
+    identity Gram's error computed beside each release); ``metrics`` maps each utility metric to
+    ``"higher"`` or ``"lower"`` (which is better); ``exclude`` drops cells that are not releases
+    (e.g. the clean, non-private reference); ``match`` names options a reference must share with
+    the cell (e.g. ``n_records``: a release of 400 records is compared with the data-free release
+    of 400 records). The best reference has the best mean; the signed
+    difference ``s·(cell − reference)`` (``s = +1`` when higher is better) gives ``outcome`` =
+    ``beats`` (``L > 0``), ``loses`` (``U < 0``) or ``indistinguishable``."""
+    companions = companions or {}
+    mine = [r for r in rows if r["sweep"] == sweep]
+    refs = [r for r in mine if matches(r["cell"], r["params"], references)]
+    cells = [r for r in mine if r not in refs and not matches(r["cell"], r["params"], exclude)]
+    out = []
+    for metric, better in metrics.items():
+        if better not in ("higher", "lower"):
+            raise ValueError(f"metrics.{metric}: must be 'higher' or 'lower', got {better!r}")
+        sign = 1.0 if better == "higher" else -1.0
+        cand_refs = [(r, e) for r in refs if (e := _estimate(r, metric)) is not None]
+        for r in cells:
+            a = _estimate(r, metric)
+            if a is None:
+                continue
+            options = [(ref["cell"], e) for ref, e in cand_refs
+                       if all(ref["params"].get(k) == r["params"].get(k) for k in match)]
+            if metric in companions and (e := _estimate(r, companions[metric])) is not None:
+                options.append((f"{companions[metric]} (same cell)", e))
+            if not options:
+                continue
+            ref_name, ref = max(options, key=lambda o: sign * o[1].mean)
+            d = difference(a, ref, 1.0, alpha) if sign > 0 else difference(ref, a, 1.0, alpha)
+            outcome = "beats" if d.lower > 0 else "loses" if d.upper < 0 else "indistinguishable"
+            out.append({"sweep": sweep, "cell": r["cell"], "metric": metric, "better": better, "value": a.mean,
+                        "reference": ref_name, "reference_value": ref.mean, "advantage": d.mean,
+                        "lower": d.lower, "upper": d.upper, "test": d.test, "outcome": outcome})
+    return out
+
+
+def _g(x: float) -> str:
+    return f"{x:.3g}" if math.isfinite(x) else ("−∞" if x < 0 else "∞")
+
+
+def data_free_section(family: str, rows: list[dict[str, Any]], entries: Iterable[Any], sweep_family: Mapping[str, str],
+                      alpha: float = ALPHA) -> list[str]:
+    """Markdown: the cells of ``family`` that do not beat the best data-free reference of their sweep
+    on a utility metric (``entries``: the ``report.data_free`` config; ``sweep_family``: sweep →
+    family)."""
+    mine = [e for e in entries if sweep_family.get(e.sweep) == family]
+    lines = ["### Cells that do not beat the data-free references", ""]
+    if not mine:
+        return lines + [f"No data-free reference is declared for {family} (`report.data_free`): its cells are not "
+                        "checked against a release that never reads the data.", ""]
+    judged = []
+    for e in mine:
+        judged += beats_data_free(rows, e.sweep, list(e.references), dict(e.metrics), list(e.exclude),
+                                  dict(e.companions), list(e.match), alpha)
+    if not judged:
+        return lines + [f"The data-free references declared for {family} (`report.data_free`) have no evaluated "
+                        "cells (or no cell to compare) yet.", ""]
+    losing = [j for j in judged if j["outcome"] != "beats"]
+    refs = "; ".join(f"{e.sweep}: " + ", ".join([*(s if isinstance(s, str) else ", ".join(f"{k}={v}" for k, v in s.items())
+                                                   for s in e.references),
+                                                 *(f"{c} beside each cell" for c in e.companions.values())])
+                     for e in mine)
+    lines += [f"Each release is compared, per utility metric, with the best data-free reference of its sweep ({refs}) "
+              f"by the paired per-seed difference (one-sided {1 - alpha:.0%} t bounds; `tasks/verdicts.py`). "
+              f"{len(judged) - len(losing)} of {len(judged)} (cell, metric) pairs beat it; the others are listed: "
+              "*advantage* = how much better the cell is than the reference (cell − reference when higher is better, "
+              "reference − cell when lower is better); *loses* = worse than publishing the data-free release, "
+              "*indistinguishable* = the bounds straddle 0.", ""]
+    if not losing:
+        return lines + ["Every checked cell beats its data-free reference.", ""]
+    header = ["sweep", "cell", "metric", "cell value", "best data-free", "advantage (bounds)", "outcome"]
+    md = [[j["sweep"], j["cell"], f"{j['metric']} ({j['better']} is better)", f"{j['value']:.4g}",
+           f"{j['reference_value']:.4g} ({j['reference']})",
+           f"{j['advantage']:+.3g} [{_g(j['lower'])}, {_g(j['upper'])}]", j["outcome"]]
+          for j in losing]
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header), *("| " + " | ".join(r) + " |" for r in md), ""]
+    return lines
+
+
+# --- the train/test split ------------------------------------------------------------------------
+
+def split_spread_lines(spread: Mapping[str, Any] | None, split_seed: int) -> list[str]:
+    """Markdown stating that the CIs are conditional on one train/test split, with the measured
+    split-to-split spread of representative cells (``benchmarks/bench_split_spread.py``'s JSON:
+    per cell and metric the seed mean ± 95% CI on the configured split and the standard deviation
+    of the seed mean across splits) when available."""
+    lines = ["### The train/test split is fixed", "",
+             "The sweep seeds re-draw each mechanism's noise (and, for DC and anchor noise, the records dealt to the "
+             f"parties), not the train/test split: `prepare` draws it once from `seed: {split_seed}` of `params.yaml`. "
+             "Every 95% CI and every verdict above is therefore conditional on that one split.", ""]
+    cells = list((spread or {}).get("cells", []))
+    if not cells:
+        return lines + ["The split-to-split spread has not been measured here: run "
+                        "`python benchmarks/bench_split_spread.py` (writes `bench/split_spread.json`).", ""]
+    k = len(cells[0]["per_split"])
+    lines += [f"Measured on {k} split seeds with everything else as configured (`bench/split_spread.json`); where "
+              "the spread across splits is comparable with the CI over seeds, a difference of that size can come "
+              "from the split alone. *Of which the split alone*: the between-split standard deviation once each "
+              "split's own seed noise is removed (one-way random-effects estimate, max(0, SD² − s²_within/n)):", ""]
+    header = ["cell", "metric", f"mean ± 95% CI over seeds (split {split_seed})", f"SD of the mean across {k} splits",
+              "of which the split alone", "range across splits"]
+    md = [[f"{c['sweep']}/{c['cell']}", c["metric"], f"{c['seed_mean']:.4g} ± {c['seed_ci95']:.2g}", f"{c['split_sd']:.2g}",
+           f"{c['split_component_sd']:.2g}" if "split_component_sd" in c else "—",
+           f"{c['split_range'][0]:.4g} – {c['split_range'][1]:.4g}"] for c in cells]
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header), *("| " + " | ".join(r) + " |" for r in md), ""]
+    return lines
