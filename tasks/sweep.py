@@ -14,12 +14,10 @@ and ``reports/sweeps/<sweep>/metrics.json`` (cell → mean of each metric, for `
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import math
 import shutil
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,11 +69,6 @@ def _digest(directory: Path) -> str:
     if key not in _DIGESTS:
         _DIGESTS[key] = arrays_digest(read_bundle(directory)[0])
     return _DIGESTS[key]
-
-
-#: Held around the stage functions of families with ``THREAD_SAFE = False`` (process-global
-#: state, e.g. torch's global generator), so concurrent cells of such families take turns.
-_GLOBAL_STATE_LOCK = threading.Lock()
 
 
 #: Library code a family stage may run, relative to the repo root; its digest is part of every
@@ -195,7 +188,6 @@ def run_cell(stage: str, sweep: str, cell: str, params_path: str | Path | None =
     base = {k: read_bundle(d)[0] for k, d in base_dirs.items()}
     earlier = {s: read_bundle(d)[0] for s, d in in_dirs.items()}
     stage_fn = getattr(ctx.family, stage)
-    serial = contextlib.nullcontext() if getattr(ctx.family, "THREAD_SAFE", True) else _GLOBAL_STATE_LOCK
     params = {"sweep": sweep, "cell": cell, "family": scfg.family, "embedding": scfg.embedding,
               "seeds": scfg.seeds, "family_params": fparams.model_dump(), "embedding_config": ecfg.model_dump()}
     tags = {"sweep": sweep, "cell": cell, "family": scfg.family, "dataset": ecfg.dataset,
@@ -207,9 +199,8 @@ def run_cell(stage: str, sweep: str, cell: str, params_path: str | Path | None =
         for seed in scfg.seeds:
             inputs = dict(base)
             inputs.update({s: _split_seed(a, seed) for s, a in earlier.items()})
-            with serial:
-                started, t0 = time.time(), time.perf_counter()  # wall-clock start: cells may overlap
-                result = stage_fn(inputs, fparams, seed)
+            started, t0 = time.time(), time.perf_counter()  # wall-clock start: cells may overlap
+            result = stage_fn(inputs, fparams, seed)
             if stage == "evaluate":  # the cross-family view: one attack and one utility for every family
                 xfam = {k: v for s in CELL_STAGES[:-1] for k, v in inputs.get(s, {}).items() if k.startswith("xfam_")}
                 result.metrics.update(crossfamily_metrics(xfam, seed))

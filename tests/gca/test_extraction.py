@@ -81,8 +81,7 @@ def test_surrogate_learns_to_reproduce_codes():
     rng = np.random.default_rng(0)
     codes = (rng.standard_normal((60, 3)) @ rng.standard_normal((3, 16))).astype(np.float32)
     model = train_surrogate(codes, spec, seed=0, max_epochs=60, patience=5)
-    torch.manual_seed(0)
-    fresh = spec.build()
+    fresh = spec.build(np.random.default_rng(0))
     z = torch.from_numpy(codes)
     with torch.no_grad():
         trained = float(((z - model.encode(model.decode(z))) ** 2).sum(1).mean())
@@ -98,7 +97,7 @@ def test_whitebox_attack_on_a_tiny_fedavg_model_beats_noise():
 
     fed = tiny_federation((40, 40))
     res = run_protocol("fedavg", fed, FedConfig(rounds=3, local_epochs=5, batch_size=20), seed=0)
-    model = fed.spec.build()
+    model = fed.spec.build(np.random.default_rng(0))
     set_flat_params(model, res.victim_params)
     starts = np.random.default_rng(0).standard_normal((8, 6))
     inv = invert_reconstruction_map(model, starts, max_steps=60)

@@ -16,9 +16,9 @@ Every family module exposes
       def attack(inputs: StageInputs, params: Params, seed: int) -> StageOutput
       def evaluate(inputs: StageInputs, params: Params, seed: int) -> StageOutput
 
-A module may set ``THREAD_SAFE = False`` when its stage functions use process-global state (GCA
-seeds torch's global generator): the pipeline then never runs two of its cells at once in one
-process. The default is True: cells of other families run concurrently in worker threads.
+Stage functions use no process-global state: every random draw comes from a generator derived
+from ``seed`` (e.g. :func:`veilbench.random.stream`), and thread limits are the pipeline's. The
+pipeline therefore runs cells of any family concurrently in worker threads of one process.
 
 ``inputs`` maps each earlier stage name (``"prepare"``, ``"embed"``, ``"release"``, …) to the
 arrays that stage produced for this cell and seed. A stage returns plain arrays (saved as an

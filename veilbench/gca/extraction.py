@@ -12,6 +12,8 @@ stopped starts are frozen by restoring their values after every step (spec §11.
 codes only with :math:`\frac{1}{M}\sum_n \|z_n - \tilde E(\tilde D(z_n))\|_2^2` (Adam 1e-2,
 batch 50, 10 % validation, ≤ 1,000 epochs, early stopping with patience 20 and min relative
 improvement 1e-4, best state restored); the attacked map is :math:`\tilde T = \tilde D \circ \tilde E`.
+Its initial weights come from stream ``"gca.surrogate-init"`` of the seed, its validation split
+and mini-batch order from stream ``"gca.surrogate"`` (:func:`veilbench.random.stream`).
 
 **Metrics** (§6.4), with MSE = mean over coordinates, targets 𝒯 (victim shard), outputs ℛ and
 reference bank ℋ (held-out normals): :math:`r^*(x) = \arg\min_{r \in ℛ} MSE(x, r)`,
@@ -27,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from veilbench.random import stream
 from veilbench.validation import ValidationError, check_array, check_in_range
 
 
@@ -108,7 +111,7 @@ def train_surrogate(
     patience: int = 20,
     min_rel_improvement: float = 1e-4,
 ):
-    """Fit a fresh ``spec.build()`` AE so that :math:`\\tilde E(\\tilde D(z)) \\approx z` on ``codes`` ``(M, D_z)``.
+    """Fit a fresh ``spec.build(rng)`` AE so that :math:`\\tilde E(\\tilde D(z)) \\approx z` on ``codes`` ``(M, D_z)``.
 
     Returns the module; its ``forward`` is :math:`\\tilde T = \\tilde D \\circ \\tilde E`.
     """
@@ -118,9 +121,8 @@ def train_surrogate(
 
     z = check_array(codes, "codes", ndim=2, min_rows=1, dtype=np.float32)
     val_fraction = check_in_range(val_fraction, "val_fraction", 0.0, 1.0, high_inclusive=False)
-    rng = np.random.default_rng(seed)
-    torch.manual_seed(int(seed))
-    model = spec.build()
+    rng = stream(seed, "gca.surrogate")
+    model = spec.build(stream(seed, "gca.surrogate-init"))
     if z.shape[1] != model.latent_dim:
         raise ValidationError(f"codes: expected {model.latent_dim} columns (latent size), got {z.shape[1]}")
     perm = rng.permutation(z.shape[0])

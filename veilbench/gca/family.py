@@ -45,8 +45,9 @@ from veilbench.families.base import FamilyParams, StageInputs, StageOutput
 from veilbench.gca.communication import MIB, config_for, fl_bytes, gca_bytes
 from veilbench.gca.data import FederatedData, build_federation
 from veilbench.gca.selection import PROTOCOLS, select
-from veilbench.gca.simulator import PARAMETER_SHARING, FedConfig, run_protocol
+from veilbench.gca.simulator import PARAMETER_SHARING, FedConfig, initial_model, run_protocol
 from veilbench.gca.xfam import xfam_arrays
+from veilbench.random import stream
 
 TRIVIAL_KINDS: tuple[str, ...] = ("noise", "mean", "heldout")
 
@@ -124,31 +125,19 @@ def _data(inputs: StageInputs, params: Params, seed: int) -> FederatedData:
     )
 
 
-#: The simulator and the extraction attack seed torch's global generator (``torch.manual_seed``),
-#: so two GCA cells must not run at once in one process (:mod:`veilbench.families.base`).
-THREAD_SAFE = False
-
-
-def _threads() -> None:
-    import torch
-
-    torch.set_num_threads(1)
-
-
 def _formula_bytes(data: FederatedData, params: Params) -> tuple[int, int]:
     """Per-round ``(up, down)`` bytes of spec §7 for this federation (nominal K; 0 without sharing)."""
     from veilbench.gca.models import count_params
 
     if params.method not in PARAMETER_SHARING and params.method != "gca":
         return 0, 0
-    model = data.federation.spec.build()
+    model = initial_model(data.federation.spec, 0)  # only its shape is read
     cfg = config_for(data.federation.sizes, params.upload_fraction, model.latent_dim, count_params(model))
     return gca_bytes(cfg, params.n_clusters) if params.method == "gca" else fl_bytes(cfg)
 
 
 def release(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
     """Run the federation; arrays: curves, victim parameters or codes, bytes per round."""
-    _threads()
     data = _data(inputs, params, seed)
     if params.engine == "vectorized":
         from veilbench.gca.vectorized import run_parameter_sharing_vectorized
@@ -200,14 +189,14 @@ def integrate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
 
 
 def attack_starts(n_starts: int, dim: int, bounded: bool, seed: int) -> np.ndarray:
-    """Starts shared by every method of a (dataset, seed): N(0, I) (tabular) or U(−1, 1) (bounded)."""
-    rng = np.random.default_rng([seed, 0xA77AC])
+    """Starts shared by every method of a (dataset, seed): N(0, I) (tabular) or U(−1, 1) (bounded),
+    from stream ``"gca.attack-starts"`` of ``seed``."""
+    rng = stream(seed, "gca.attack-starts")
     return rng.uniform(-1.0, 1.0, (n_starts, dim)) if bounded else rng.standard_normal((n_starts, dim))
 
 
 def attack(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
     """Extraction against client 0: white-box inversion (parameter sharing) or surrogate + inversion (GCA)."""
-    _threads()
     if params.method in ("single", "centralized"):
         return StageOutput(info={"attack": f"none: {params.method} shares no model or codes"})
     from veilbench.gca.extraction import invert_reconstruction_map, train_surrogate, trivial_outputs
@@ -221,12 +210,12 @@ def attack(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
         transform = train_surrogate(rel["victim_codes"], spec, seed, max_epochs=params.surrogate_max_epochs,
                                     patience=params.surrogate_patience)
     else:
-        transform = spec.build()
+        transform = initial_model(spec, seed)  # overwritten by the victim's parameters
         set_flat_params(transform, rel["victim_params"])
     starts = attack_starts(params.attack_starts, spec.input_dim, bounded, seed)
     inv = invert_reconstruction_map(transform, starts, max_steps=params.attack_max_steps,
                                     bounds=(-1.0, 1.0) if bounded else None)
-    rng = np.random.default_rng([seed, 0x7121A1])
+    rng = stream(seed, "gca.controls")
     arrays = {"reconstructions": inv.outputs, "attack_steps": inv.steps}
     for kind in TRIVIAL_KINDS:
         out = trivial_outputs(kind, params.attack_starts, data.train_mean, data.heldout, rng)

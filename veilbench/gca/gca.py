@@ -20,7 +20,10 @@ After the last round the victim (client 0) runs ``attack_extra_epochs`` more rec
 epochs and makes one fresh upload: the only data the server-side attack gets (spec §6.3).
 The last round's uploads of every client (codes, client, row) are kept as ``last_upload`` for
 the cross-family view (:mod:`veilbench.gca.xfam`); the trained AEs as ``final_models``.
-Client initialisation: ``shared`` (same init for all clients, default [A]) or ``independent``.
+Client initialisation: ``shared`` (same init for all clients, default [A]: the run's initial AE
+of stream ``"gca.init"``, the one every other method starts from) or ``independent`` (client i
+draws from stream ``"gca.init-client"`` of ``(seed, i)``). Shuffles and uploads draw from stream
+``"gca.batches"`` (:mod:`veilbench.gca.simulator`).
 """
 
 from __future__ import annotations
@@ -37,10 +40,13 @@ from veilbench.gca.simulator import (
     RunResult,
     Upload,
     evaluate_clients,
+    batch_stream,
+    initial_model,
     make_optimizer,
-    seed_torch,
 )
 from veilbench.gca.training import encode, reconstruction_epoch, run_epoch
+from veilbench.random import stream
+from veilbench.validation import ValidationError
 
 
 def upload_codes(model, x, fraction: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -69,28 +75,19 @@ def alignment_epoch(model, opt, x, mu, w, batch_size: int, rng: np.random.Genera
     return run_epoch(model, opt, x, batch_size, rng, lambda xb: alignment_loss(model.encode(xb), mu, w))
 
 
-def client_init_seed(seed: int, client: int, n_clients: int, mode: str) -> int:
-    """Torch seed of client ``client``'s initial AE: ``seed`` (``shared``) or the client's entry of
-    ``SeedSequence(seed).generate_state(n_clients)`` (``independent``)."""
+def client_initial_model(spec, seed: int, client: int, mode: str):
+    """Client ``client``'s initial AE: the run's shared init (``shared``, :func:`initial_model`) or
+    its own draw from stream ``"gca.init-client"`` of ``(seed, client)`` (``independent``)."""
     if mode == "shared":
-        return int(seed)
-    return int(np.random.SeedSequence(seed).generate_state(n_clients)[client])
+        return initial_model(spec, seed)
+    if mode != "independent":
+        raise ValidationError(f"client_init: must be 'shared' or 'independent', got {mode!r}")
+    return spec.build(stream((int(seed), int(client)), "gca.init-client"))
 
 
 def init_client_models(fed: Federation, cfg: FedConfig, seed: int) -> list:
     """One AE per client: copies of one seeded init (``shared``) or one init per client (``independent``)."""
-    seed_torch(seed)
-    if cfg.client_init == "shared":
-        init = fed.spec.build()
-        models = [fed.spec.build() for _ in fed.clients]
-        for m in models:
-            m.load_state_dict(init.state_dict())
-        return models
-    models = []
-    for i in range(len(fed.clients)):
-        seed_torch(client_init_seed(seed, i, len(fed.clients), cfg.client_init))
-        models.append(fed.spec.build())
-    return models
+    return [client_initial_model(fed.spec, seed, i, cfg.client_init) for i in range(len(fed.clients))]
 
 
 def run_gca(fed: Federation, cfg: FedConfig, seed: int) -> RunResult:
@@ -98,7 +95,7 @@ def run_gca(fed: Federation, cfg: FedConfig, seed: int) -> RunResult:
     import torch
 
     xs, xt = fed.tensors()
-    rng = np.random.default_rng(seed)
+    rng = batch_stream(seed)
     models = init_client_models(fed, cfg, seed)
     rec_opts = [make_optimizer(m.parameters(), cfg) for m in models]
     al_opts = [make_optimizer(m.encoder.parameters(), cfg) for m in models]

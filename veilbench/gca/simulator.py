@@ -18,14 +18,17 @@ accuracy of ``s_i(x) > τ_i`` on the full test set and the ROC AUC of :math:`s_i
 averaged over clients. Results keep the full curves (every evaluation point with its
 round/epoch) so :mod:`veilbench.gca.selection` can apply the paper's or a matched protocol.
 
-Determinism: the run seed fixes torch's initialisation (``torch.manual_seed``); one
-``numpy.random.Generator`` drives every shuffle and upload sample in a fixed client order, and a
-second one (seeded ``[seed, 1]``) the DP noise, so methods with the same seed see the same
-mini-batch stream.
+Determinism: every draw comes from a named stream of the run seed
+(:func:`veilbench.random.stream`), never from torch's or numpy's global generator:
+``"gca.init"`` the initial AE (the same for every method of a seed), ``"gca.batches"`` every
+shuffle and upload sample in a fixed client order (so methods with the same seed see the same
+mini-batch stream) and ``"gca.dp-noise"`` the DP noise. Runs are thus reproducible when several
+run at once in one process.
 """
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -40,6 +43,7 @@ from veilbench.gca.training import (
     reconstruction_epoch,
     set_flat_params,
 )
+from veilbench.random import stream
 from veilbench.metrics.anomaly import anomaly_accuracy, quantile_threshold, roc_auc
 from veilbench.validation import ValidationError, check_array, check_labels
 
@@ -189,11 +193,19 @@ def evaluate_clients(models: list, x_clients: list, x_test, y_test: np.ndarray, 
     return float(np.mean(accs)), float(np.mean(aucs))
 
 
-def seed_torch(seed: int) -> None:
-    """Seed torch's global generator (model initialisation)."""
-    import torch
+def initial_model(spec: AESpec, seed: int):
+    """The run's initial AE: ``spec.build`` from stream ``"gca.init"`` of ``seed``."""
+    return spec.build(stream(seed, "gca.init"))
 
-    torch.manual_seed(int(seed) % (2**63))
+
+def batch_stream(seed: int) -> np.random.Generator:
+    """Stream ``"gca.batches"`` of ``seed``: every shuffle and upload sample of a run."""
+    return stream(seed, "gca.batches")
+
+
+def noise_stream(seed: int) -> np.random.Generator:
+    """Stream ``"gca.dp-noise"`` of ``seed``: DP-FedAvg's Gaussian noise."""
+    return stream(seed, "gca.dp-noise")
 
 
 def make_optimizer(params, cfg: FedConfig) -> LocalOptimizer:
@@ -204,12 +216,9 @@ def make_optimizer(params, cfg: FedConfig) -> LocalOptimizer:
 def run_single(fed: Federation, cfg: FedConfig, seed: int) -> RunResult:
     """Single-Client baseline: isolated clients, one persistent Adam each, shared init."""
     xs, xt = fed.tensors()
-    rng = np.random.default_rng(seed)
-    seed_torch(seed)
-    init = fed.spec.build()
-    models = [fed.spec.build() for _ in xs]
-    for m in models:
-        m.load_state_dict(init.state_dict())
+    rng = batch_stream(seed)
+    init = initial_model(fed.spec, seed)
+    models = [copy.deepcopy(init) for _ in xs]
     opts = [make_optimizer(m.parameters(), cfg) for m in models]
     curve = CurveRecorder()
     steps = np.zeros(len(xs), dtype=np.int64)
@@ -228,9 +237,8 @@ def run_centralized(fed: Federation, cfg: FedConfig, seed: int) -> RunResult:
 
     xs, xt = fed.tensors()
     pooled = torch.cat(xs)
-    rng = np.random.default_rng(seed)
-    seed_torch(seed)
-    model = fed.spec.build()
+    rng = batch_stream(seed)
+    model = initial_model(fed.spec, seed)
     opt = make_optimizer(model.parameters(), cfg)
     curve = CurveRecorder()
     steps = 0
@@ -259,11 +267,9 @@ def run_parameter_sharing(method: str, fed: Federation, cfg: FedConfig, seed: in
     if method not in PARAMETER_SHARING:
         raise ValidationError(f"method: must be one of {PARAMETER_SHARING}, got {method!r}")
     xs, xt = fed.tensors()
-    rng = np.random.default_rng(seed)
-    noise_rng = np.random.default_rng([seed, 1])
-    seed_torch(seed)
-    global_model = fed.spec.build()
-    work = fed.spec.build()
+    rng, noise_rng = batch_stream(seed), noise_stream(seed)
+    global_model = initial_model(fed.spec, seed)
+    work = copy.deepcopy(global_model)
     weights = aggregation.sample_weights(fed.sizes)
     n_params = count_params(global_model)
     curve = CurveRecorder()

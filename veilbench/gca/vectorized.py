@@ -28,9 +28,11 @@ from veilbench.gca.simulator import (
     FedConfig,
     Federation,
     RunResult,
+    batch_stream,
     dp_noise_multiplier,
     evaluate_clients,
-    seed_torch,
+    initial_model,
+    noise_stream,
 )
 from veilbench.gca.training import flat_params, set_flat_params
 from veilbench.validation import ValidationError
@@ -137,10 +139,8 @@ def run_parameter_sharing_vectorized(method: str, fed: Federation, cfg: FedConfi
             f"lr_step_size: the vectorised engine has no StepLR; need > {per_round} scheduler steps per round "
             f"so the schedule never fires, got {cfg.lr_step_size}")
     xs, xt = fed.tensors()
-    rng = np.random.default_rng(seed)
-    noise_rng = np.random.default_rng([seed, 1])
-    seed_torch(seed)
-    global_model = fed.spec.build()
+    rng, noise_rng = batch_stream(seed), noise_stream(seed)
+    global_model = initial_model(fed.spec, seed)
     shapes = _layer_shapes(global_model)
     weights = aggregation.sample_weights(fed.sizes)
     curve = CurveRecorder()
