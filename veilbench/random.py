@@ -3,7 +3,7 @@ r"""Named, independent random streams derived from a run seed.
 A stage receives one integer ``seed``; every random choice it makes (initial weights, mini-batch
 order, upload samples, noise, attack starts) draws from its own *named* sub-stream
 
-.. math:: \text{stream}(s, \text{name}) = \text{PCG64}\big(\text{SeedSequence}(s,\ \text{spawn\_key} = h(\text{name}))\big),
+.. math:: \text{stream}(s, \text{name}) = \text{PCG64}\big(\text{SeedSequence}(s_0,\ \text{spawn\_key} = (h(\text{name}), s_1, \dots))\big),
 
 where :math:`h` is the first four 32-bit words of SHA-256 of the UTF-8 name. Streams with different
 names (or different seeds) are statistically independent (NumPy's ``SeedSequence`` hashing,
@@ -33,11 +33,11 @@ from veilbench.validation import ValidationError
 SeedLike = int | np.integer | Sequence[int]
 
 
-def _entropy(seed: SeedLike) -> int | list[int]:
-    words = [seed] if isinstance(seed, (int, np.integer)) else list(seed)
+def _words(seed: SeedLike) -> list[int]:
+    words = [seed] if isinstance(seed, (int, np.integer)) else list(seed) if isinstance(seed, (list, tuple)) else []
     if not words or any(not isinstance(w, (int, np.integer)) or isinstance(w, bool) or w < 0 for w in words):
         raise ValidationError(f"seed: must be a non-negative integer or a non-empty sequence of them, got {seed!r}")
-    return int(words[0]) if len(words) == 1 else [int(w) for w in words]
+    return [int(w) for w in words]
 
 
 def name_key(name: str) -> tuple[int, ...]:
@@ -49,8 +49,10 @@ def name_key(name: str) -> tuple[int, ...]:
 
 
 def seed_sequence(seed: SeedLike, name: str) -> np.random.SeedSequence:
-    """The ``SeedSequence`` of stream ``name`` under ``seed`` (spawn key :func:`name_key`)."""
-    return np.random.SeedSequence(_entropy(seed), spawn_key=name_key(name))
+    """The ``SeedSequence`` of stream ``name`` under ``seed``: entropy ``seed[0]``, spawn key
+    :func:`name_key` followed by ``seed[1:]`` (so ``(s, 0)`` and ``s`` are different streams)."""
+    words = _words(seed)
+    return np.random.SeedSequence(words[0], spawn_key=(*name_key(name), *words[1:]))
 
 
 def stream(seed: SeedLike, name: str) -> np.random.Generator:

@@ -258,7 +258,7 @@ def make_server_app(methods: Sequence[str] | None, setup: Callable, results: dic
     from flwr.serverapp import ServerApp
     from flwr.serverapp.strategy import FedAvg
 
-    from veilbench.gca.clustering import fit_centroids, inverse_count_weights, uniform_weights
+    from veilbench.gca.clustering import centroid_weights, fit_centroids
     from veilbench.gca.simulator import initial_model
 
     for method in methods or ():
@@ -279,9 +279,8 @@ def make_server_app(methods: Sequence[str] | None, setup: Callable, results: dic
             pooled = np.concatenate([m.content["arrays"].to_torch_state_dict()["codes"].numpy() for m in replies])
             cent = fit_centroids(pooled, min(cfg.n_clusters, pooled.shape[0]), cfg.clustering,
                                  self.s.seed + server_round, cfg.covariance_type, cfg.reg_covar, cfg.gmm_n_init)
-            weight_fn = inverse_count_weights if cfg.weighting == "inverse" else uniform_weights
             arrays = ArrayRecord({"mu": torch.as_tensor(cent.mu, dtype=torch.float32),
-                                  "w": torch.as_tensor(weight_fn(cent.counts), dtype=torch.float32)})
+                                  "w": torch.as_tensor(centroid_weights(cent.counts, cfg.weighting), dtype=torch.float32)})
             curves = {key: np.mean([list(m.content["metrics"][key]) for m in replies], axis=0).tolist()
                       for key in ("accuracy-epochs", "auc-epochs")}
             return arrays, MetricRecord({**curves, "n-codes": int(pooled.shape[0]), "n-dropped": int(cent.n_dropped)})

@@ -8,7 +8,9 @@ Per round r, for every client i (all participate):
    sample without replacement of size :math:`\max(1, \lfloor \rho N_i \rfloor)`.
 2. **Aggregation** (server): fit a backend with K components to the pooled codes
    ``Z`` ``(U, D_z)`` and broadcast centroids :math:`\mu` ``(K', D_z)`` and counts :math:`N` ``(K',)``
-   (:mod:`veilbench.gca.clustering`); weights :math:`w` inverse-count or uniform.
+   (:mod:`veilbench.gca.clustering`); weights :math:`w` =
+   :func:`~veilbench.gca.clustering.centroid_weights` (inverse-count or uniform). Each round's
+   :math:`N` and :math:`w` are kept in ``info["centroid_counts"]`` / ``info["centroid_weights"]``.
 3. **Alignment**: ``align_epochs`` epochs of
    :math:`L_{align} = \frac{1}{|B|}\sum_b w_{a_b} \|E_i(x_b) - \mu_{a_b}\|_2^2`,
    :math:`a_b = \arg\min_k \|E_i(x_b) - \mu_k\|_2` recomputed each batch (no gradient through the
@@ -30,7 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from veilbench.gca.clustering import fit_centroids, inverse_count_weights, uniform_weights
+from veilbench.gca.clustering import centroid_weights, fit_centroids
 from veilbench.gca.communication import upload_size
 from veilbench.gca.simulator import (
     BYTES_PER_FLOAT,
@@ -101,8 +103,7 @@ def run_gca(fed: Federation, cfg: FedConfig, seed: int) -> RunResult:
     al_opts = [make_optimizer(m.encoder.parameters(), cfg) for m in models]
     curve, align_curve = CurveRecorder(), []
     steps = np.zeros(len(xs), dtype=np.int64)
-    bytes_up, bytes_down, dropped, k_used = [], [], [], []
-    weight_fn = inverse_count_weights if cfg.weighting == "inverse" else uniform_weights
+    bytes_up, bytes_down, dropped, k_used, counts, weights = [], [], [], [], [], []
     for r in range(1, cfg.rounds + 1):
         for e in range(1, cfg.recon_epochs + 1):
             for i, (m, o, x) in enumerate(zip(models, rec_opts, xs)):
@@ -114,7 +115,10 @@ def run_gca(fed: Federation, cfg: FedConfig, seed: int) -> RunResult:
         cent = fit_centroids(codes, k, cfg.clustering, int(rng.integers(2**31)), cfg.covariance_type,
                              cfg.reg_covar, cfg.gmm_n_init)
         mu = torch.as_tensor(cent.mu, dtype=torch.float32)
-        w = torch.as_tensor(weight_fn(cent.counts), dtype=torch.float32)
+        w_k = centroid_weights(cent.counts, cfg.weighting)
+        counts.append(cent.counts.tolist())
+        weights.append(w_k.tolist())
+        w = torch.as_tensor(w_k, dtype=torch.float32)
         bytes_up.append(codes.size * BYTES_PER_FLOAT)
         bytes_down.append(len(xs) * (cent.mu.size + cent.counts.size) * BYTES_PER_FLOAT)
         dropped.append(cent.n_dropped)
@@ -130,6 +134,8 @@ def run_gca(fed: Federation, cfg: FedConfig, seed: int) -> RunResult:
         "gca", points_per_round=cfg.recon_epochs, bytes_up_per_round=int(max(bytes_up)),
         bytes_down_per_round=int(max(bytes_down)), local_steps=steps, victim_codes=victim_codes,
         final_models=models, last_upload=Upload.from_clients(uploads),
-        align_accuracy=np.array(align_curve), info={"n_dropped_components": dropped, "n_clusters_used": k_used},
+        align_accuracy=np.array(align_curve),
+        info={"n_dropped_components": dropped, "n_clusters_used": k_used, "centroid_counts": counts,
+              "centroid_weights": weights},
         **curve.arrays(),
     )
