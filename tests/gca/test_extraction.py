@@ -126,7 +126,7 @@ def test_trivial_outputs_shapes():
         (lambda: ntmse_delta_cos(np.ones((2, 3)), np.ones((2, 2)), np.ones((2, 3))), "outputs"),
         (lambda: ntmse_delta_cos(np.ones((2, 3)), np.ones((2, 3)), np.ones((2, 4))), "reference"),
         (lambda: ntmse_delta_cos(np.ones((2, 3)), np.ones((2, 3)), np.ones((1, 3))), "reference"),
-        (lambda: trivial_outputs("zeros", 2, np.zeros(3), np.zeros((1, 3)), np.random.default_rng(0)), "kind"),
+        (lambda: trivial_outputs("ones", 2, np.zeros(3), np.zeros((1, 3)), np.random.default_rng(0)), "kind"),
         (lambda: train_surrogate(np.zeros((4, 5)), AESpec("mlp", 6), 0, max_epochs=1), "codes"),
         (lambda: invert_reconstruction_map(_projection_map()[0], np.zeros((2, 4)), lr=0.0), "lr"),
     ],
