@@ -28,7 +28,7 @@ import numpy as np
 from veilbench.families.base import StageInputs
 from veilbench.gca.models import AESpec
 from veilbench.gca.partition import dirichlet_longtail_partition, iid_partition
-from veilbench.gca.simulator import Federation
+from veilbench.gca.federation import Federation
 from veilbench.random import stream
 from veilbench.validation import ValidationError, check_array, check_labels
 

@@ -68,7 +68,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from veilbench.gca.models import AESpec
-from veilbench.gca.simulator import FedConfig, Federation
+from veilbench.gca.federation import FedConfig, Federation
 from veilbench.validation import ValidationError
 
 METHODS: tuple[str, ...] = ("fedavg", "gca")
@@ -140,7 +140,7 @@ def deployed_setups():
 
 def _evaluate(model, s: ClientSetup) -> tuple[float, float]:
     """(accuracy at :math:`\\tau_i`, ROC AUC) of ``model`` for client ``s.client``."""
-    from veilbench.gca.simulator import evaluate_clients
+    from veilbench.gca.federation import evaluate_clients
 
     return evaluate_clients([model], [s.x], s.x_test, s.y_test, s.cfg.quantile)
 
@@ -179,7 +179,7 @@ def make_client_app(setup: Callable):
     from flwr.clientapp import ClientApp
 
     from veilbench.gca.gca import alignment_epoch, client_initial_model, upload_codes
-    from veilbench.gca.simulator import initial_model, make_optimizer
+    from veilbench.gca.federation import initial_model, make_optimizer
     from veilbench.gca.training import reconstruction_epoch
 
     app = ClientApp()
@@ -259,7 +259,7 @@ def make_server_app(methods: Sequence[str] | None, setup: Callable, results: dic
     from flwr.serverapp.strategy import FedAvg
 
     from veilbench.gca.clustering import centroid_weights, fit_centroids
-    from veilbench.gca.simulator import initial_model
+    from veilbench.gca.federation import initial_model
 
     for method in methods or ():
         _check_method(method)

@@ -25,7 +25,7 @@ the cross-family view (:mod:`veilbench.gca.xfam`); the trained AEs as ``final_mo
 Client initialisation: ``shared`` (same init for all clients, default [A]: the run's initial AE
 of stream ``"gca.init"``, the one every other method starts from) or ``independent`` (client i
 draws from stream ``"gca.init-client"`` of ``(seed, i)``). Shuffles and uploads draw from stream
-``"gca.batches"`` (:mod:`veilbench.gca.simulator`).
+``"gca.batches"`` (:mod:`veilbench.gca.federation`).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ import numpy as np
 
 from veilbench.gca.clustering import centroid_weights, fit_centroids
 from veilbench.gca.communication import upload_size
-from veilbench.gca.simulator import (
+from veilbench.gca.federation import (
     BYTES_PER_FLOAT,
     CurveRecorder,
     FedConfig,
