@@ -180,6 +180,7 @@ def make_client_app(setup: Callable):
 
     from veilbench.gca.gca import alignment_epoch, client_initial_model, upload_codes
     from veilbench.gca.federation import initial_model, make_optimizer
+    from veilbench.gca.simulator import local_training
     from veilbench.gca.training import reconstruction_epoch
 
     app = ClientApp()
@@ -206,9 +207,7 @@ def make_client_app(setup: Callable):
         rng = _client_rng(s, int(config["server-round"]))
         if _check_method(str(config["method"])) == "fedavg":
             model = received_model(msg, s)
-            opt = make_optimizer(model.parameters(), s.cfg)
-            for _ in range(s.cfg.local_epochs):
-                reconstruction_epoch(model, opt, s.x, s.cfg.batch_size, rng)
+            local_training(model, s.x, s.cfg, rng)  # the simulator's client step
             return reply(msg, model.state_dict(), {"num-examples": int(s.x.shape[0])})
         key = f"gca-{config['run']}"
         model = gca_model(context, s, f"{key}-model")

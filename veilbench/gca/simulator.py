@@ -102,6 +102,15 @@ def dp_noise_multiplier(cfg: FedConfig, weights: np.ndarray) -> float:
     return float((cfg.dp_sigma / weights.shape[0]) / (cfg.dp_clip * weights.max()))
 
 
+def local_training(model, x, cfg: FedConfig, rng: np.random.Generator, prox_center=None) -> int:
+    """One client's part of a parameter-sharing round: ``cfg.local_epochs`` reconstruction epochs of
+    ``model`` on ``x`` ``(N_i, d_x)`` with a fresh Adam (plus the FedProx term when ``prox_center``
+    is the global ``(P,)`` tensor); returns the optimiser steps :math:`\tau_i`."""
+    opt = make_optimizer(model.parameters(), cfg)
+    return sum(reconstruction_epoch(model, opt, x, cfg.batch_size, rng, prox_center, cfg.prox_mu)
+               for _ in range(cfg.local_epochs))
+
+
 def sequential_local_step(spec) -> LocalStep:
     """A :data:`LocalStep` training the clients one after the other on one working copy of the AE
     (a fresh Adam per client per round; mini-batches drawn client-major, then epoch)."""
@@ -115,9 +124,7 @@ def sequential_local_step(spec) -> LocalStep:
         taus = np.zeros(len(xs), dtype=np.int64)
         for i, x in enumerate(xs):
             set_flat_params(work, global_vec)
-            opt = make_optimizer(work.parameters(), cfg)
-            for _ in range(cfg.local_epochs):
-                taus[i] += reconstruction_epoch(work, opt, x, cfg.batch_size, rng, center, cfg.prox_mu)
+            taus[i] = local_training(work, x, cfg, rng, center)
             local[i] = flat_params(work)
         return local, taus
 
