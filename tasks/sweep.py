@@ -74,7 +74,7 @@ def _digest(directory: Path) -> str:
 #: Library code a family stage may run, relative to the repo root; its digest is part of every
 #: input key, so a code change recomputes cells (the same paths are the stage deps in dvc.yaml).
 SHARED_CODE = ("veilbench/privacy", "veilbench/metrics", "veilbench/linalg", "veilbench/families", "veilbench/embed",
-               "veilbench/validation.py", "veilbench/io.py", "tasks/sweep.py")
+               "veilbench/validation.py", "veilbench/random.py", "veilbench/io.py", "tasks/sweep.py")
 
 
 #: Code only the evaluate stage runs (the cross-family attack and utility): part of evaluate keys only.
