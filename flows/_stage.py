@@ -37,16 +37,23 @@ def cell_threads() -> int:
 
 @contextmanager
 def single_threaded_blas(threads: int) -> Iterator[None]:
-    """With cells running ``threads`` at a time, give each one BLAS/OpenMP thread (else two cells
-    with two BLAS threads each oversubscribe two cores; measured on the anchor-noise alignment:
-    37 s single-threaded vs 53 s with 2 BLAS threads, one cell at a time)."""
+    """With cells running ``threads`` at a time, give each one BLAS/OpenMP thread and one torch
+    intra-op thread (else two cells with two threads each oversubscribe two cores). The library never sets thread counts; this is the pipeline's one place that does. Torch's
+    count is process-wide and read by each worker thread on its first parallel operation, so it is
+    set here, before any cell runs, and restored afterwards."""
     if threads <= 1:
         yield
         return
+    import torch
     from threadpoolctl import threadpool_limits
 
-    with threadpool_limits(limits=1):
-        yield
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with threadpool_limits(limits=1):
+            yield
+    finally:
+        torch.set_num_threads(previous)
 
 
 def run_cell_stage(stage: str, sweeps: list[str], params_path: str | None) -> list[str]:
@@ -61,7 +68,7 @@ def make_stage_flow(stage: str, stage_task: Any = None) -> Callable[..., list[st
     ``stage_task`` per dataset/embedding for prepare and embed, the sweep cell tasks otherwise.
 
     Cells run :func:`cell_threads` at a time in worker threads (MLflow keeps the active run per
-    thread; families with process-global state take turns, see :mod:`veilbench.families.base`),
+    thread; cells of every family run concurrently, see :mod:`veilbench.families.base`),
     each with single-threaded BLAS; ``flows.benchmark --workers N`` runs them in Dask processes."""
     section, _ = STAGE_KEYS[stage]
     threads = cell_threads()

@@ -10,12 +10,9 @@ slowest cell of one sweep finishes (measured on the default run before this: abo
 between stages × 74 stages, plus each stage's tail with one worker busy).
 
 Under a thread-pool runner the scheduler sends at most :data:`QUEUE_DEPTH` tasks per worker and
-keeps the rest itself, so it picks what runs next. With more than one worker, the cells of a
-family with ``THREAD_SAFE = False`` (:mod:`veilbench.families.base`) go through one *lane*: one such cell is
-in flight at a time, so no worker sits blocked on that family's lock, and the lane's next cell
-goes first to the next free worker (the lane is a chain, the longest path of the default run: GCA's
-cells, about 60 s; sent behind everything else it ran alone at the end). Process-based runners
-such as Dask give each worker its own global state: no lane there, and every ready task is sent.
+keeps the rest itself, in start order; other runners (Dask) get every ready task. Cells of every
+family may run concurrently (stage functions hold no process-global state,
+:mod:`veilbench.families.base`).
 
 ``on_start(address)`` and ``on_done(address)`` run in the calling thread (the in-process DVC
 pipeline prints, then saves and commits the instance's outputs there) while the workers go on
@@ -37,11 +34,10 @@ from tasks.prepare import prepare_task
 from tasks.report import report_task
 from tasks.sweep import begin_stage_task, finish_stage_task, run_cell_task
 from veilbench.config import Config
-from veilbench.families import get_family
 
 #: Tasks sent to a thread pool ahead, per worker (:func:`run_stage_dag`'s ``fill``): 2 lets a worker
 #: that finishes start its next cell while the scheduling thread closes a stage (finish_stage and
-#: the DVC save, ~0.1–0.3 s each), and keeps the lane's next cell behind at most 3 others.
+#: the DVC save).
 QUEUE_DEPTH = 2
 
 #: Stages that are one task per instance (besides ``report``).
@@ -81,7 +77,7 @@ def run_stage_dag(
     """Run every instance of ``needs`` (address → addresses it waits for; dependencies outside
     ``needs`` count as satisfied) inside the current flow; returns address → the result of the
     instance's last task (its output folder, or the report's path), in the order they finished."""
-    cfg = load_params(params_path)
+    load_params(params_path)  # a bad params file is an error before any work
     order = list(needs)
     known = (*_SINGLE_TASK_STAGES, *CELL_STAGES, "report")
     unknown = [a for a in order if a.partition("@")[0] not in known]
@@ -89,19 +85,16 @@ def run_stage_dag(
         raise KeyError(f"stage: {unknown} are not veilbench stages (known: {list(known)})")
     waiting = {a: set(needs[a]) & set(order) for a in order}
     slots = _thread_slots()
-    lane_on = slots is not None and slots > 1
     done: queue.Queue = queue.Queue()
-    in_flight: dict[Any, tuple[str, str | None, bool]] = {}  # future → (address, cell, in the lane)
+    in_flight: dict[Any, tuple[str, str | None]] = {}  # future → (address, cell)
     ready: deque[tuple[str, str | None]] = deque()  # (address, cell or None for a one-task stage)
-    lane: deque[tuple[str, str | None]] = deque()
-    lane_busy = False
     cells_left: dict[str, int] = {}
     outcomes: dict[str, dict[str, str]] = {}
     results: dict[str, Any] = {}
     started: set[str] = set()
     error: BaseException | None = None
 
-    def submit(address: str, cell: str | None, in_lane: bool) -> None:
+    def submit(address: str, cell: str | None) -> None:
         name, _, key = address.partition("@")
         if cell is not None:
             future = run_cell_task.submit(name, key, cell, params_path)
@@ -109,7 +102,7 @@ def run_stage_dag(
             future = report_task.submit(params_path)
         else:
             future = _SINGLE_TASK_STAGES[name].submit(key, params_path)
-        in_flight[future] = (address, cell, in_lane)
+        in_flight[future] = (address, cell)
         future.add_done_callback(done.put)
 
     def finish(address: str, result: Any) -> None:
@@ -132,26 +125,16 @@ def run_stage_dag(
             return
         cells = begin_stage_task(name, key, params_path)
         cells_left[address], outcomes[address] = len(cells), {}
-        serial = lane_on and not getattr(get_family(cfg.sweeps[key].family), "THREAD_SAFE", True)
-        (lane if serial else ready).extend((address, cell) for cell in cells)
+        ready.extend((address, cell) for cell in cells)
         if not cells:
             finish(address, None)
 
     def fill() -> None:
-        """Send ready work to free workers: the lane first (its cells run one at a time, so it is
-        the longest chain), then ready work in start order. A thread pool holds at most
-        :data:`QUEUE_DEPTH` tasks per worker, so the lane's next cell is never queued behind
-        everything already sent, and a worker that finishes while this thread does bookkeeping
-        finds its next task waiting."""
-        nonlocal lane_busy
-        while error is None and (slots is None or len(in_flight) < QUEUE_DEPTH * slots):
-            if lane and not lane_busy:
-                submit(*lane.popleft(), True)
-                lane_busy = True
-            elif ready:
-                submit(*ready.popleft(), False)
-            else:
-                break
+        """Send ready work in start order; a thread pool holds at most :data:`QUEUE_DEPTH` tasks
+        per worker, so a worker that finishes while this thread does bookkeeping finds its next
+        task waiting."""
+        while error is None and ready and (slots is None or len(in_flight) < QUEUE_DEPTH * slots):
+            submit(*ready.popleft())
 
     while True:
         while error is None:
@@ -171,8 +154,7 @@ def run_stage_dag(
             arrived.append(done.get())
         completed: list[tuple[str, Any]] = []
         for future in arrived:
-            address, cell, in_lane = in_flight.pop(future)
-            lane_busy = lane_busy and not in_lane
+            address, cell = in_flight.pop(future)
             try:
                 result = future.result()
             except BaseException as exc:  # noqa: BLE001

@@ -14,12 +14,10 @@ and ``reports/sweeps/<sweep>/metrics.json`` (cell → mean of each metric, for `
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import math
 import shutil
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,9 +73,6 @@ def _digest(directory: Path) -> str:
     return _DIGESTS[key]
 
 
-#: Held around the stage functions of families with ``THREAD_SAFE = False`` (process-global
-#: state, e.g. torch's global generator), so concurrent cells of such families take turns.
-_GLOBAL_STATE_LOCK = threading.Lock()
 
 
 def summarise(per_seed: dict[int, dict[str, float]]) -> dict[str, dict[str, float]]:
@@ -190,7 +185,6 @@ def run_cell(stage: str, sweep: str, cell: str, params_path: str | Path | None =
     base = {k: read_bundle(d)[0] for k, d in base_dirs.items()}
     earlier = {s: read_bundle(d)[0] for s, d in in_dirs.items()}
     stage_fn = getattr(ctx.family, stage)
-    serial = contextlib.nullcontext() if getattr(ctx.family, "THREAD_SAFE", True) else _GLOBAL_STATE_LOCK
     with stage_run(experiment, stage, params, tags, root, fail_stale=False, parent_run_id=parent) as run:  # begin_stage did
         arrays: dict[str, np.ndarray] = {}
         per_seed: dict[int, dict[str, float]] = {}
@@ -198,9 +192,8 @@ def run_cell(stage: str, sweep: str, cell: str, params_path: str | Path | None =
         for seed in scfg.seeds:
             inputs = dict(base)
             inputs.update({s: _split_seed(a, seed) for s, a in earlier.items()})
-            with serial:
-                started, t0 = time.time(), time.perf_counter()  # wall-clock start: cells may overlap
-                result = stage_fn(inputs, fparams, seed)
+            started, t0 = time.time(), time.perf_counter()  # wall-clock start: cells may overlap
+            result = stage_fn(inputs, fparams, seed)
             if stage == "evaluate":  # the cross-family view: one attack and one utility for every family
                 xfam = {k: v for s in CELL_STAGES[:-1] for k, v in inputs.get(s, {}).items() if k.startswith("xfam_")}
                 result.metrics.update(crossfamily_metrics(xfam, seed))

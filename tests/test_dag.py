@@ -86,20 +86,17 @@ def _recording_cell_task(monkeypatch: pytest.MonkeyPatch, delay: float) -> list[
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("thread_safe", [True, False])
-def test_cells_of_a_thread_unsafe_family_are_in_flight_one_at_a_time(
-        prefect_server: str, workdir: Path, mlflow_store: Path, monkeypatch: pytest.MonkeyPatch, thread_safe: bool) -> None:
+def test_two_workers_run_two_cells_at_a_time(prefect_server: str, workdir: Path, mlflow_store: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
     from tasks.embed import embed
     from tasks.prepare import prepare
-    from veilbench.families import get_family
 
     prepare("digits", root=workdir)
     embed("digits-pca", root=workdir)
-    monkeypatch.setattr(get_family("scoreshield"), "THREAD_SAFE", thread_safe, raising=False)
     seen = _recording_cell_task(monkeypatch, delay=0.3)
     _flow({"release@ss": [], "release@ss-identity": []}, str(workdir / "params.yaml"), 2, [])
     assert len(seen) == 4  # 3 + 1 cells
-    assert max(seen) == (2 if thread_safe else 1)
+    assert max(seen) == 2
 
 
 @pytest.mark.slow

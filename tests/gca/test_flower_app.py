@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from veilbench.gca.models import AESpec
-from veilbench.gca.simulator import FedConfig, Federation, evaluate_clients, run_protocol, seed_torch
+from veilbench.gca.simulator import FedConfig, Federation, evaluate_clients, initial_model, run_protocol
 from veilbench.validation import ValidationError
 
 SEEDS = range(6)
@@ -63,8 +63,7 @@ def test_flower_agrees_with_the_simulator_within_seed_noise(flower_runs, method)
     assert flower.points_per_round == sims[0].points_per_round
     np.testing.assert_array_equal(flower.rounds, sims[0].rounds)
     xs, xt = fed.tensors()
-    seed_torch(SEED)
-    untrained = evaluate_clients([fed.spec.build()], xs, xt, fed.y_test, CFG.quantile)
+    untrained = evaluate_clients([initial_model(fed.spec, SEED)], xs, xt, fed.y_test, CFG.quantile)
     for k, metric in enumerate(("accuracy", "auc")):
         final = np.array([getattr(r, metric)[-1] for r in sims])
         mean, tol = _band(final, xt.shape[0])

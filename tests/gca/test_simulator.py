@@ -70,8 +70,7 @@ def test_dpfedavg_without_noise_and_clipping_is_fedavg():
 def test_set_flat_params_copies():
     import torch
 
-    torch.manual_seed(0)
-    model = tiny_federation().spec.build()
+    model = tiny_federation().spec.build(np.random.default_rng(0))
     vec = np.zeros(sum(p.numel() for p in model.parameters()), dtype=np.float32)
     set_flat_params(model, vec)
     with torch.no_grad():
@@ -94,8 +93,7 @@ def test_alignment_moves_encoder_only_and_pulls_codes_to_centroids():
     import torch
 
     fed = tiny_federation()
-    torch.manual_seed(0)
-    model = fed.spec.build()
+    model = fed.spec.build(np.random.default_rng(0))
     x = torch.from_numpy(fed.clients[0])
     mu = torch.zeros(2, 16)
     mu[1, 0] = 1.0

@@ -15,10 +15,7 @@ from veilbench.gca.training import (
 
 
 def _model():
-    import torch
-
-    torch.manual_seed(0)
-    return AESpec("mlp", 5).build()
+    return AESpec("mlp", 5).build(np.random.default_rng(0))
 
 
 def test_anomaly_score_is_sum_of_squared_errors():

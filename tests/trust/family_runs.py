@@ -79,7 +79,7 @@ def main(families: list[str], seeds: list[int]) -> dict[str, dict[str, Any]]:
 def blas_threads() -> list[int]:
     """The distinct thread counts of the BLAS pools loaded in this process (threadpoolctl).
 
-    OpenMP pools are left out: ``veilbench.gca.family`` pins torch's to one thread itself."""
+    OpenMP pools are left out (torch's follows ``OMP_NUM_THREADS``; the library never sets it)."""
     from threadpoolctl import threadpool_info
 
     return sorted({int(pool["num_threads"]) for pool in threadpool_info() if pool["user_api"] == "blas"})

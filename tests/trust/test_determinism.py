@@ -75,7 +75,7 @@ def test_same_seed_gives_bit_identical_metrics_across_runs(runs, family: str) ->
 
 def test_thread_settings_took_effect(runs) -> None:
     """Every BLAS pool of each subprocess used the requested number of threads (torch's OpenMP pool
-    is pinned to one thread by ``veilbench.gca.family``, so GCA's torch part is single-threaded)."""
+    follows ``OMP_NUM_THREADS`` too: the library sets no thread count)."""
     assert runs[1]["_threads"] == [1] and runs[2]["_threads"] == [2], {t: runs[t]["_threads"] for t in runs}
 
 

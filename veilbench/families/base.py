@@ -16,9 +16,9 @@ Every family module exposes
       def attack(inputs: StageInputs, params: Params, seed: int) -> StageOutput
       def evaluate(inputs: StageInputs, params: Params, seed: int) -> StageOutput
 
-A module may set ``THREAD_SAFE = False`` when its stage functions use process-global state (GCA
-seeds torch's global generator): the pipeline then never runs two of its cells at once in one
-process. The default is True: cells of other families run concurrently in worker threads.
+Stage functions use no process-global state: every random draw comes from a generator derived
+from ``seed`` (e.g. :func:`veilbench.random.stream`), and thread limits are the pipeline's. The
+pipeline therefore runs cells of any family concurrently in worker threads of one process.
 
 Data-free references and control attacks. A module may declare ``DATA_FREE``: a tuple of option
 dicts, each naming the options that make a cell a *data-free reference*, a release that never

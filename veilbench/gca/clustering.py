@@ -120,3 +120,17 @@ def inverse_count_weights(
 def uniform_weights(counts: np.ndarray) -> np.ndarray:
     """Ablation: :math:`w_k = 1` for every non-empty component, ``(K',)``."""
     return np.ones(check_array(counts, "counts", ndim=1).shape[0])
+
+
+WEIGHTINGS: tuple[str, ...] = ("inverse", "uniform")
+
+
+def centroid_weights(counts: np.ndarray, weighting: Literal["inverse", "uniform"]) -> np.ndarray:
+    """The server's broadcast weights ``(K',)`` for support counts ``(K',)``: :func:`inverse_count_weights`
+    (``"inverse"``, the paper's) or :func:`uniform_weights` (``"uniform"``, the ablation). The one
+    weighting switch of every GCA engine."""
+    if weighting == "inverse":
+        return inverse_count_weights(counts)
+    if weighting == "uniform":
+        return uniform_weights(counts)
+    raise ValidationError(f"weighting: must be one of {WEIGHTINGS}, got {weighting!r}")

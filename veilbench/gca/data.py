@@ -9,10 +9,13 @@ r"""From the generic ``prepare``/``embed`` stage arrays to a one-class federatio
 * Clients train on their *normal* training records only. Partition: ``given`` (``party_train``;
   clients with fewer than 2 normal records are dropped), ``iid`` or ``dirichlet`` (non-IID,
   :mod:`veilbench.gca.partition`) over the normal training records.
-* Test set: test records of the normal (label 0) and anomaly (label 1) classes.
+* Test set: test records of the normal (label 0) and anomaly (label 1) classes; with
+  ``test_balance="balanced"`` the larger of the two is subsampled without replacement to the size
+  of the smaller (stream ``"gca.test-balance"`` of the seed, record order kept), so flagging
+  everything scores accuracy 0.5 (spec §2.1–§2.2 use balanced test sets).
 * Reference bank ℋ for the extraction metrics: the first ``reference_size`` test normals (spec
-  §2.1 [A]); the "random held-out record" trivial attack draws from the remaining test normals
-  (or from ℋ when none remain).
+  §2.1 [A]), taken before balancing; the "random held-out record" trivial attack draws from the
+  remaining test normals (or from ℋ when none remain).
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ import numpy as np
 from veilbench.families.base import StageInputs
 from veilbench.gca.models import AESpec
 from veilbench.gca.partition import dirichlet_longtail_partition, iid_partition
-from veilbench.gca.simulator import Federation
+from veilbench.gca.federation import Federation
+from veilbench.random import stream
 from veilbench.validation import ValidationError, check_array, check_labels
 
 
@@ -75,6 +79,16 @@ def _standardize(train: np.ndarray, test: np.ndarray, fit_rows: np.ndarray) -> t
     return (train - mu) / sd, (test - mu) / sd
 
 
+def balanced_rows(y01: np.ndarray, seed: int) -> np.ndarray:
+    """Sorted row indices keeping every record of the rarer label of ``y01`` ``(m,)`` in {0, 1} and an
+    equal-size uniform subsample (stream ``"gca.test-balance"``) of the other."""
+    y = check_labels(y01, "y_test")
+    rows = [np.flatnonzero(y == c) for c in (0, 1)]
+    n = min(r.size for r in rows)
+    rng = stream(seed, "gca.test-balance")
+    return np.sort(np.concatenate([r if r.size == n else rng.choice(r, size=n, replace=False) for r in rows]))
+
+
 def build_federation(
     inputs: StageInputs,
     *,
@@ -89,6 +103,7 @@ def build_federation(
     latent_channels: int,
     reference_size: int,
     seed: int,
+    test_balance: Literal["all", "balanced"] = "all",
 ) -> FederatedData:
     """Build the federation of one cell and seed (deterministic in its arguments)."""
     prep = inputs["prepare"]
@@ -132,7 +147,10 @@ def build_federation(
                   "tanh" if input_source == "prepare_minmax" else "none")
     normal_rows = np.flatnonzero(normal)
     client_rows = [normal_rows[party == c] for c in client_ids]
-    fed = Federation([x_tr[rows] for rows in client_rows], x_te[test_rows], y01, spec)
+    keep = balanced_rows(y01, seed) if test_balance == "balanced" else np.arange(y01.size)
+    if test_balance not in ("all", "balanced"):
+        raise ValidationError(f"test_balance: must be 'all' or 'balanced', got {test_balance!r}")
+    fed = Federation([x_tr[rows] for rows in client_rows], x_te[test_rows][keep], y01[keep], spec)
     test_normals = x_te[test_rows][y01 == 0]
     reference = test_normals[:reference_size]
     heldout = test_normals[reference_size:] if test_normals.shape[0] > reference_size else reference

@@ -12,6 +12,8 @@ stopped starts are frozen by restoring their values after every step (spec §11.
 codes only with :math:`\frac{1}{M}\sum_n \|z_n - \tilde E(\tilde D(z_n))\|_2^2` (Adam 1e-2,
 batch 50, 10 % validation, ≤ 1,000 epochs, early stopping with patience 20 and min relative
 improvement 1e-4, best state restored); the attacked map is :math:`\tilde T = \tilde D \circ \tilde E`.
+Its initial weights come from stream ``"gca.surrogate-init"`` of the seed, its validation split
+and mini-batch order from stream ``"gca.surrogate"`` (:func:`veilbench.random.stream`).
 
 **Metrics** (§6.4), with MSE = mean over coordinates, targets 𝒯 (victim shard), outputs ℛ and
 reference bank ℋ (held-out normals): :math:`r^*(x) = \arg\min_{r \in ℛ} MSE(x, r)`,
@@ -19,6 +21,19 @@ reference bank ℋ (held-out normals): :math:`r^*(x) = \arg\min_{r \in ℛ} MSE(
 :math:`NTMSE = \overline{MSE(x, r^*)} / \overline{MSE(x, h^*)}`,
 :math:`\Delta\cos = \overline{\cos(x, r^*)} - \overline{\cos(x, h^*)}` (cosine on the
 MSE-selected output). Higher NTMSE and lower Δcos mean less leakage.
+
+**Controls and advantage** (after Anonymeter, Giomi et al. 2023): a control attacker has the same
+side knowledge as the main one but not the release, and outputs a data-free bank
+(:func:`trivial_outputs`: all zeros, Gaussian noise, the training mean, random held-out records).
+With :math:`v_{main}` the main attack's value, :math:`v_{ctl}` the best control's (lowest NTMSE,
+highest Δcos) and :math:`v_{perf}` a perfect attack's (outputs = targets: NTMSE 0,
+:math:`\Delta\cos = 1 - \overline{\cos(x, h^*)}`),
+
+.. math:: A = \frac{v_{main} - v_{ctl}}{v_{perf} - v_{ctl}},
+
+which for NTMSE is :math:`1 - NTMSE_{main}/NTMSE_{ctl}`. :math:`A = 1`: perfect reconstruction;
+:math:`A = 0`: no better than the best control; :math:`A < 0`: worse than publishing nothing was
+needed for. Larger means the attacker does better (:func:`advantage`).
 """
 
 from __future__ import annotations
@@ -27,6 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from veilbench.random import stream
 from veilbench.validation import ValidationError, check_array, check_in_range
 
 
@@ -108,7 +124,7 @@ def train_surrogate(
     patience: int = 20,
     min_rel_improvement: float = 1e-4,
 ):
-    """Fit a fresh ``spec.build()`` AE so that :math:`\\tilde E(\\tilde D(z)) \\approx z` on ``codes`` ``(M, D_z)``.
+    """Fit a fresh ``spec.build(rng)`` AE so that :math:`\\tilde E(\\tilde D(z)) \\approx z` on ``codes`` ``(M, D_z)``.
 
     Returns the module; its ``forward`` is :math:`\\tilde T = \\tilde D \\circ \\tilde E`.
     """
@@ -118,9 +134,8 @@ def train_surrogate(
 
     z = check_array(codes, "codes", ndim=2, min_rows=1, dtype=np.float32)
     val_fraction = check_in_range(val_fraction, "val_fraction", 0.0, 1.0, high_inclusive=False)
-    rng = np.random.default_rng(seed)
-    torch.manual_seed(int(seed))
-    model = spec.build()
+    rng = stream(seed, "gca.surrogate")
+    model = spec.build(stream(seed, "gca.surrogate-init"))
     if z.shape[1] != model.latent_dim:
         raise ValidationError(f"codes: expected {model.latent_dim} columns (latent size), got {z.shape[1]}")
     perm = rng.permutation(z.shape[0])
@@ -185,15 +200,29 @@ def ntmse_delta_cos(targets: np.ndarray, outputs: np.ndarray, reference: np.ndar
     return float(mse_r.mean() / mse_h.mean()), float(cos_r.mean() - cos_h.mean())
 
 
+def perfect_values(targets: np.ndarray, reference: np.ndarray) -> tuple[float, float]:
+    """``(NTMSE, Δcos)`` of a perfect attack (outputs = ``targets``): ``(0, 1 − mean cos(x, h*))``."""
+    return ntmse_delta_cos(targets, targets, reference)
+
+
+def advantage(main: float, control: float, perfect: float) -> float:
+    """:math:`A = (v_{main} - v_{ctl}) / (v_{perf} - v_{ctl})` (module doc); NaN when the control is
+    already perfect (:math:`v_{perf} = v_{ctl}`)."""
+    span = float(perfect) - float(control)
+    return float((float(main) - float(control)) / span) if span != 0 else float("nan")
+
+
 def trivial_outputs(
     kind: str, n_outputs: int, train_mean: np.ndarray, heldout: np.ndarray, rng: np.random.Generator
 ) -> np.ndarray:
     """Output banks of attacks that learn nothing, ``(n_outputs, d)``.
 
-    ``noise``: :math:`N(0, I)` rows; ``mean``: the training mean ``(d,)`` repeated;
-    ``heldout``: rows drawn at random (with replacement) from ``heldout`` ``(H, d)``.
+    ``zeros``: all-zero rows; ``noise``: :math:`N(0, I)` rows; ``mean``: the training mean ``(d,)``
+    repeated; ``heldout``: rows drawn at random (with replacement) from ``heldout`` ``(H, d)``.
     """
     mean = check_array(train_mean, "train_mean", ndim=1)
+    if kind == "zeros":
+        return np.zeros((n_outputs, mean.shape[0]))
     if kind == "noise":
         return rng.standard_normal((n_outputs, mean.shape[0]))
     if kind == "mean":
@@ -201,4 +230,4 @@ def trivial_outputs(
     if kind == "heldout":
         pool = check_array(heldout, "heldout", ndim=2)
         return pool[rng.integers(0, pool.shape[0], size=n_outputs)]
-    raise ValidationError(f"kind: must be one of ('noise', 'mean', 'heldout'), got {kind!r}")
+    raise ValidationError(f"kind: must be one of ('zeros', 'noise', 'mean', 'heldout'), got {kind!r}")

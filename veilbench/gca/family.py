@@ -15,14 +15,21 @@ Learning* (issue 4). One cell = one method (``gca``, ``fedavg``, ``fedprox``, ``
   picked up by the privacy ledger).
 * ``integrate``: checkpoint selection under the paper's protocol (max over all evaluation points:
   GCA per reconstruction epoch, baselines per round), the matched one (max over per-round
-  checkpoints for every method) and the final round (:mod:`veilbench.gca.selection`).
+  checkpoints for every method) and the final round (:mod:`veilbench.gca.selection`); the
+  per-round curves ``round_accuracy`` / ``round_auc`` ``(R,)`` (best point of each round).
 * ``attack``: server-side extraction (:mod:`veilbench.gca.extraction`): input optimisation
   against the victim's reconstruction map (white-box for parameter sharing, a surrogate AE
   trained on the uploaded codes for GCA) from starts shared by every method of a seed, plus three
-  trivial output banks (Gaussian noise, training mean, random held-out records).
+  data-free output banks of control attackers (all zeros, Gaussian noise, training mean, random
+  held-out records).
 * ``evaluate``: headline metrics ``utility_accuracy`` (at ``selection``), ``utility_roc_auc`` (same
-  checkpoint), ``privacy_ntmse`` / ``privacy_delta_cos`` with ``*_trivial_{noise,mean,heldout}``
-  beside them, ``comm_mib_per_round`` and, for DP-FedAvg, ``dp_epsilon`` (RDP accountant).
+  checkpoint), ``privacy_ntmse`` / ``privacy_delta_cos`` with each control's
+  ``*_trivial_{zeros,noise,mean,heldout}``, the best control's ``*_control_best`` and the
+  attacker's ``*_advantage`` over it (1 perfect, 0 no better than the best control), ``comm_mib_per_round`` and, for DP-FedAvg, ``dp_epsilon`` (RDP accountant).
+  Beside the accuracy: ``utility_accuracy_flag_all``, the accuracy of flagging every test record
+  (the test set's anomaly share: 0.5 with ``test_balance="balanced"``); and the convergence
+  diagnostics ``utility_rounds`` (R) and ``utility_{roc_auc,accuracy}_converged_round``, the first
+  round whose running best is within ``convergence_tolerance`` of the run's best.
 
 Assumptions ([A] in the spec unless stated): clients train on the normal records of their
 ``party_train`` shard (or an IID / Dirichlet long-tail re-partition); normal class = most
@@ -44,11 +51,13 @@ from pydantic import Field, model_validator
 from veilbench.families.base import FamilyParams, StageInputs, StageOutput
 from veilbench.gca.communication import MIB, config_for, fl_bytes, gca_bytes
 from veilbench.gca.data import FederatedData, build_federation
-from veilbench.gca.selection import PROTOCOLS, select
-from veilbench.gca.simulator import PARAMETER_SHARING, FedConfig, run_protocol
+from veilbench.gca.selection import PROTOCOLS, converged_round, round_curve, select
+from veilbench.gca.simulator import PARAMETER_SHARING, FedConfig, initial_model, run_protocol
 from veilbench.gca.xfam import xfam_arrays
+from veilbench.random import stream
 
-TRIVIAL_KINDS: tuple[str, ...] = ("noise", "mean", "heldout")
+#: Data-free output banks of the control attackers (:func:`veilbench.gca.extraction.trivial_outputs`).
+TRIVIAL_KINDS: tuple[str, ...] = ("zeros", "noise", "mean", "heldout")
 
 
 class Params(FamilyParams):
@@ -91,6 +100,8 @@ class Params(FamilyParams):
     surrogate_max_epochs: int = Field(200, ge=1, le=100_000)
     surrogate_patience: int = Field(20, ge=1)
     reference_size: int = Field(100, ge=1)
+    test_balance: Literal["all", "balanced"] = "all"
+    convergence_tolerance: float = Field(0.01, ge=0.0, le=1.0)
     engine: Literal["sequential", "vectorized"] = "sequential"
 
     @model_validator(mode="after")
@@ -121,18 +132,8 @@ def _data(inputs: StageInputs, params: Params, seed: int) -> FederatedData:
         normal_classes=params.normal_classes, anomaly_classes=params.anomaly_classes, partition=params.partition,
         n_clients=params.n_clients, dirichlet_alpha=params.dirichlet_alpha, image_shape=params.image_shape,
         latent_channels=params.latent_channels, reference_size=params.reference_size, seed=seed,
+        test_balance=params.test_balance,
     )
-
-
-#: The simulator and the extraction attack seed torch's global generator (``torch.manual_seed``),
-#: so two GCA cells must not run at once in one process (:mod:`veilbench.families.base`).
-THREAD_SAFE = False
-
-
-def _threads() -> None:
-    import torch
-
-    torch.set_num_threads(1)
 
 
 def _formula_bytes(data: FederatedData, params: Params) -> tuple[int, int]:
@@ -141,14 +142,13 @@ def _formula_bytes(data: FederatedData, params: Params) -> tuple[int, int]:
 
     if params.method not in PARAMETER_SHARING and params.method != "gca":
         return 0, 0
-    model = data.federation.spec.build()
+    model = initial_model(data.federation.spec, 0)  # only its shape is read
     cfg = config_for(data.federation.sizes, params.upload_fraction, model.latent_dim, count_params(model))
     return gca_bytes(cfg, params.n_clusters) if params.method == "gca" else fl_bytes(cfg)
 
 
 def release(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
     """Run the federation; arrays: curves, victim parameters or codes, bytes per round."""
-    _threads()
     data = _data(inputs, params, seed)
     if params.engine == "vectorized":
         from veilbench.gca.vectorized import run_parameter_sharing_vectorized
@@ -172,6 +172,7 @@ def release(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
         "victim_params": res.victim_params, "victim_codes": res.victim_codes,
         "dp_noise_multiplier": np.array([np.nan if res.dp_noise_multiplier is None else res.dp_noise_multiplier]),
         "dp_epsilon": np.array([metrics.get("dp_epsilon", np.nan)]),
+        "test_anomaly_fraction": np.array([float(data.federation.y_test.mean())]),
         **xfam_arrays(data, res, seed),
     }
     info = {
@@ -190,6 +191,8 @@ def integrate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
     picks = [select(rel["curve_accuracy"], ppr, p) for p in PROTOCOLS]
     idx = np.array([p.index for p in picks], dtype=np.int64)
     arrays = {
+        "round_accuracy": round_curve(rel["curve_accuracy"], ppr),
+        "round_auc": round_curve(rel["curve_auc"], ppr),
         "selected_accuracy": np.array([p.value for p in picks]),
         "selected_auc": np.asarray(rel["curve_auc"])[idx],
         "selected_index": idx,
@@ -200,14 +203,14 @@ def integrate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
 
 
 def attack_starts(n_starts: int, dim: int, bounded: bool, seed: int) -> np.ndarray:
-    """Starts shared by every method of a (dataset, seed): N(0, I) (tabular) or U(−1, 1) (bounded)."""
-    rng = np.random.default_rng([seed, 0xA77AC])
+    """Starts shared by every method of a (dataset, seed): N(0, I) (tabular) or U(−1, 1) (bounded),
+    from stream ``"gca.attack-starts"`` of ``seed``."""
+    rng = stream(seed, "gca.attack-starts")
     return rng.uniform(-1.0, 1.0, (n_starts, dim)) if bounded else rng.standard_normal((n_starts, dim))
 
 
 def attack(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
     """Extraction against client 0: white-box inversion (parameter sharing) or surrogate + inversion (GCA)."""
-    _threads()
     if params.method in ("single", "centralized"):
         return StageOutput(info={"attack": f"none: {params.method} shares no model or codes"})
     from veilbench.gca.extraction import invert_reconstruction_map, train_surrogate, trivial_outputs
@@ -221,12 +224,12 @@ def attack(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
         transform = train_surrogate(rel["victim_codes"], spec, seed, max_epochs=params.surrogate_max_epochs,
                                     patience=params.surrogate_patience)
     else:
-        transform = spec.build()
+        transform = initial_model(spec, seed)  # overwritten by the victim's parameters
         set_flat_params(transform, rel["victim_params"])
     starts = attack_starts(params.attack_starts, spec.input_dim, bounded, seed)
     inv = invert_reconstruction_map(transform, starts, max_steps=params.attack_max_steps,
                                     bounds=(-1.0, 1.0) if bounded else None)
-    rng = np.random.default_rng([seed, 0x7121A1])
+    rng = stream(seed, "gca.controls")
     arrays = {"reconstructions": inv.outputs, "attack_steps": inv.steps}
     for kind in TRIVIAL_KINDS:
         out = trivial_outputs(kind, params.attack_starts, data.train_mean, data.heldout, rng)
@@ -243,6 +246,26 @@ def attack(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
     return StageOutput(arrays=arrays, info=info)
 
 
+def _privacy_metrics(inputs: StageInputs, params: Params, seed: int) -> dict[str, float]:
+    """NTMSE and Δcos of the attack and of every control, the best control's and the advantage
+    over it (:mod:`veilbench.gca.extraction`: larger advantage = the attacker does better)."""
+    from veilbench.gca.extraction import advantage, ntmse_delta_cos, perfect_values
+
+    data = _data(inputs, params, seed)
+    targets, att = data.federation.clients[0], inputs["attack"]
+    m: dict[str, float] = {}
+    m["privacy_ntmse"], m["privacy_delta_cos"] = ntmse_delta_cos(targets, att["reconstructions"], data.reference)
+    for kind in TRIVIAL_KINDS:
+        m[f"privacy_ntmse_trivial_{kind}"], m[f"privacy_delta_cos_trivial_{kind}"] = ntmse_delta_cos(
+            targets, att[f"trivial_{kind}"], data.reference)
+    perfect = dict(zip(("ntmse", "delta_cos"), perfect_values(targets, data.reference)))
+    for name, best in (("ntmse", min), ("delta_cos", max)):
+        control = best(v for k, v in m.items() if k.startswith(f"privacy_{name}_trivial_"))
+        m[f"privacy_{name}_control_best"] = control
+        m[f"privacy_{name}_advantage"] = advantage(m[f"privacy_{name}"], control, perfect[name])
+    return m
+
+
 def evaluate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
     """Headline utility, privacy, communication and (DP-FedAvg) ε metrics of the cell."""
     integ, rel = inputs["integrate"], inputs["release"]
@@ -253,6 +276,11 @@ def evaluate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
         "utility_argmax_round": float(integ["selected_round"][k]),
         "comm_mib_per_round": float(np.sum(rel["comm_bytes_formula"]) / MIB),
         "comm_mib_per_round_measured": float(np.sum(rel["comm_bytes_measured"]) / MIB),
+        "utility_accuracy_flag_all": float(rel["test_anomaly_fraction"][0]),
+        "utility_rounds": float(len(integ["round_auc"])),
+        "utility_roc_auc_converged_round": float(converged_round(integ["round_auc"], params.convergence_tolerance)),
+        "utility_accuracy_converged_round": float(converged_round(integ["round_accuracy"],
+                                                                  params.convergence_tolerance)),
     }
     for j, name in enumerate(PROTOCOLS):
         metrics[f"utility_accuracy_{name}"] = float(integ["selected_accuracy"][j])
@@ -266,14 +294,5 @@ def evaluate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
         metrics["privacy_epsilon_lower_bound_round"] = float(lower)
         metrics["privacy_epsilon_claimed_round"] = float(claimed)
     if params.method in PARAMETER_SHARING or params.method == "gca":
-        from veilbench.gca.extraction import ntmse_delta_cos
-
-        data = _data(inputs, params, seed)
-        targets = data.federation.clients[0]
-        att = inputs["attack"]
-        metrics["privacy_ntmse"], metrics["privacy_delta_cos"] = ntmse_delta_cos(
-            targets, att["reconstructions"], data.reference)
-        for kind in TRIVIAL_KINDS:
-            metrics[f"privacy_ntmse_trivial_{kind}"], metrics[f"privacy_delta_cos_trivial_{kind}"] = ntmse_delta_cos(
-                targets, att[f"trivial_{kind}"], data.reference)
+        metrics.update(_privacy_metrics(inputs, params, seed))
     return StageOutput(metrics=metrics)

@@ -50,9 +50,11 @@ Protocol mapping (one server round = one ``train`` message per client):
   Alignment thus opens round r + 1 instead of closing round r: the curve is the same, only the
   last round has no trailing alignment.
 
-Mini-batch order and upload samples come from ``numpy.random.default_rng([seed, round, client])``
-(the simulator uses one stream in client order), and GMM seeds are ``seed + round``: for the
-same seed the two agree within seed noise, not bit for bit.
+Initial AEs are the simulator's (:func:`veilbench.gca.gca.client_initial_model`). Mini-batch order
+and upload samples come from stream ``"gca.flower.client"`` of ``(seed, round, client)``
+(:func:`veilbench.random.stream`; the simulator uses one stream in client order), and GMM seeds
+are ``seed + round``: for the same seed the two agree within seed noise, not bit for bit.
+Thread limits are the deployment's (e.g. ``OMP_NUM_THREADS``), not set here.
 """
 
 from __future__ import annotations
@@ -66,7 +68,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from veilbench.gca.models import AESpec
-from veilbench.gca.simulator import FedConfig, Federation
+from veilbench.gca.federation import FedConfig, Federation
 from veilbench.validation import ValidationError
 
 METHODS: tuple[str, ...] = ("fedavg", "gca")
@@ -138,13 +140,15 @@ def deployed_setups():
 
 def _evaluate(model, s: ClientSetup) -> tuple[float, float]:
     """(accuracy at :math:`\\tau_i`, ROC AUC) of ``model`` for client ``s.client``."""
-    from veilbench.gca.simulator import evaluate_clients
+    from veilbench.gca.federation import evaluate_clients
 
     return evaluate_clients([model], [s.x], s.x_test, s.y_test, s.cfg.quantile)
 
 
 def _client_rng(s: ClientSetup, server_round: int) -> np.random.Generator:
-    return np.random.default_rng([s.seed, server_round, s.client])
+    from veilbench.random import stream
+
+    return stream((s.seed, server_round, s.client), "gca.flower.client")
 
 
 def _save_optimizer(context, key: str, opt) -> None:
@@ -174,8 +178,9 @@ def make_client_app(setup: Callable):
     from flwr.app import ArrayRecord, Message, MetricRecord, RecordDict
     from flwr.clientapp import ClientApp
 
-    from veilbench.gca.gca import alignment_epoch, client_init_seed, upload_codes
-    from veilbench.gca.simulator import make_optimizer, seed_torch
+    from veilbench.gca.gca import alignment_epoch, client_initial_model, upload_codes
+    from veilbench.gca.federation import initial_model, make_optimizer
+    from veilbench.gca.simulator import local_training
     from veilbench.gca.training import reconstruction_epoch
 
     app = ClientApp()
@@ -185,28 +190,24 @@ def make_client_app(setup: Callable):
         return Message(content=content, reply_to=msg)
 
     def received_model(msg, s: ClientSetup):
-        model = s.spec.build()
+        model = initial_model(s.spec, s.seed)  # overwritten by the received parameters
         model.load_state_dict(msg.content["arrays"].to_torch_state_dict())
         return model
 
     def gca_model(context, s: ClientSetup, key: str):
-        seed_torch(client_init_seed(s.seed, s.client, s.n_clients, s.cfg.client_init))
-        model = s.spec.build()
+        model = client_initial_model(s.spec, s.seed, s.client, s.cfg.client_init)
         if key in context.state:
             model.load_state_dict(context.state[key].to_torch_state_dict())
         return model
 
     @app.train()
     def train(msg, context):
-        torch.set_num_threads(1)
         s = setup(context)
         config = msg.content["config"]
         rng = _client_rng(s, int(config["server-round"]))
         if _check_method(str(config["method"])) == "fedavg":
             model = received_model(msg, s)
-            opt = make_optimizer(model.parameters(), s.cfg)
-            for _ in range(s.cfg.local_epochs):
-                reconstruction_epoch(model, opt, s.x, s.cfg.batch_size, rng)
+            local_training(model, s.x, s.cfg, rng)  # the simulator's client step
             return reply(msg, model.state_dict(), {"num-examples": int(s.x.shape[0])})
         key = f"gca-{config['run']}"
         model = gca_model(context, s, f"{key}-model")
@@ -232,7 +233,6 @@ def make_client_app(setup: Callable):
 
     @app.evaluate()
     def evaluate(msg, context):
-        torch.set_num_threads(1)
         s = setup(context)
         config = msg.content["config"]
         fedavg = _check_method(str(config["method"])) == "fedavg"
@@ -259,8 +259,8 @@ def make_server_app(methods: Sequence[str] | None, setup: Callable, results: dic
     from flwr.serverapp import ServerApp
     from flwr.serverapp.strategy import FedAvg
 
-    from veilbench.gca.clustering import fit_centroids, inverse_count_weights, uniform_weights
-    from veilbench.gca.simulator import seed_torch
+    from veilbench.gca.clustering import centroid_weights, fit_centroids
+    from veilbench.gca.federation import initial_model
 
     for method in methods or ():
         _check_method(method)
@@ -280,9 +280,8 @@ def make_server_app(methods: Sequence[str] | None, setup: Callable, results: dic
             pooled = np.concatenate([m.content["arrays"].to_torch_state_dict()["codes"].numpy() for m in replies])
             cent = fit_centroids(pooled, min(cfg.n_clusters, pooled.shape[0]), cfg.clustering,
                                  self.s.seed + server_round, cfg.covariance_type, cfg.reg_covar, cfg.gmm_n_init)
-            weight_fn = inverse_count_weights if cfg.weighting == "inverse" else uniform_weights
             arrays = ArrayRecord({"mu": torch.as_tensor(cent.mu, dtype=torch.float32),
-                                  "w": torch.as_tensor(weight_fn(cent.counts), dtype=torch.float32)})
+                                  "w": torch.as_tensor(centroid_weights(cent.counts, cfg.weighting), dtype=torch.float32)})
             curves = {key: np.mean([list(m.content["metrics"][key]) for m in replies], axis=0).tolist()
                       for key in ("accuracy-epochs", "auc-epochs")}
             return arrays, MetricRecord({**curves, "n-codes": int(pooled.shape[0]), "n-dropped": int(cent.n_dropped)})
@@ -296,12 +295,11 @@ def make_server_app(methods: Sequence[str] | None, setup: Callable, results: dic
         todo = methods or [_check_method(m.strip()) for m in str(context.run_config["method"]).split(",")]
         for run, method in enumerate(todo):
             if method == "fedavg":
-                seed_torch(s.seed)  # the simulator's global initialisation
-                initial = ArrayRecord(s.spec.build().state_dict())
+                initial = ArrayRecord(initial_model(s.spec, s.seed).state_dict())  # the simulator's
                 strategy = FedAvg(fraction_train=1.0, fraction_evaluate=1.0, min_train_nodes=n,
                                   min_evaluate_nodes=n, min_available_nodes=n)
             else:
-                d_z = s.spec.build().latent_dim
+                d_z = s.spec.latent_dim
                 initial = ArrayRecord({"mu": torch.zeros(0, d_z), "w": torch.zeros(0)})
                 strategy = GCAStrategy(s, fraction_train=1.0, fraction_evaluate=0.0, min_train_nodes=n,
                                        min_evaluate_nodes=0, min_available_nodes=n)

@@ -8,7 +8,9 @@ Per round r, for every client i (all participate):
    sample without replacement of size :math:`\max(1, \lfloor \rho N_i \rfloor)`.
 2. **Aggregation** (server): fit a backend with K components to the pooled codes
    ``Z`` ``(U, D_z)`` and broadcast centroids :math:`\mu` ``(K', D_z)`` and counts :math:`N` ``(K',)``
-   (:mod:`veilbench.gca.clustering`); weights :math:`w` inverse-count or uniform.
+   (:mod:`veilbench.gca.clustering`); weights :math:`w` =
+   :func:`~veilbench.gca.clustering.centroid_weights` (inverse-count or uniform). Each round's
+   :math:`N` and :math:`w` are kept in ``info["centroid_counts"]`` / ``info["centroid_weights"]``.
 3. **Alignment**: ``align_epochs`` epochs of
    :math:`L_{align} = \frac{1}{|B|}\sum_b w_{a_b} \|E_i(x_b) - \mu_{a_b}\|_2^2`,
    :math:`a_b = \arg\min_k \|E_i(x_b) - \mu_k\|_2` recomputed each batch (no gradient through the
@@ -20,16 +22,19 @@ After the last round the victim (client 0) runs ``attack_extra_epochs`` more rec
 epochs and makes one fresh upload: the only data the server-side attack gets (spec §6.3).
 The last round's uploads of every client (codes, client, row) are kept as ``last_upload`` for
 the cross-family view (:mod:`veilbench.gca.xfam`); the trained AEs as ``final_models``.
-Client initialisation: ``shared`` (same init for all clients, default [A]) or ``independent``.
+Client initialisation: ``shared`` (same init for all clients, default [A]: the run's initial AE
+of stream ``"gca.init"``, the one every other method starts from) or ``independent`` (client i
+draws from stream ``"gca.init-client"`` of ``(seed, i)``). Shuffles and uploads draw from stream
+``"gca.batches"`` (:mod:`veilbench.gca.federation`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from veilbench.gca.clustering import fit_centroids, inverse_count_weights, uniform_weights
+from veilbench.gca.clustering import centroid_weights, fit_centroids
 from veilbench.gca.communication import upload_size
-from veilbench.gca.simulator import (
+from veilbench.gca.federation import (
     BYTES_PER_FLOAT,
     CurveRecorder,
     FedConfig,
@@ -37,10 +42,13 @@ from veilbench.gca.simulator import (
     RunResult,
     Upload,
     evaluate_clients,
+    batch_stream,
+    initial_model,
     make_optimizer,
-    seed_torch,
 )
 from veilbench.gca.training import encode, reconstruction_epoch, run_epoch
+from veilbench.random import stream
+from veilbench.validation import ValidationError
 
 
 def upload_codes(model, x, fraction: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -69,28 +77,19 @@ def alignment_epoch(model, opt, x, mu, w, batch_size: int, rng: np.random.Genera
     return run_epoch(model, opt, x, batch_size, rng, lambda xb: alignment_loss(model.encode(xb), mu, w))
 
 
-def client_init_seed(seed: int, client: int, n_clients: int, mode: str) -> int:
-    """Torch seed of client ``client``'s initial AE: ``seed`` (``shared``) or the client's entry of
-    ``SeedSequence(seed).generate_state(n_clients)`` (``independent``)."""
+def client_initial_model(spec, seed: int, client: int, mode: str):
+    """Client ``client``'s initial AE: the run's shared init (``shared``, :func:`initial_model`) or
+    its own draw from stream ``"gca.init-client"`` of ``(seed, client)`` (``independent``)."""
     if mode == "shared":
-        return int(seed)
-    return int(np.random.SeedSequence(seed).generate_state(n_clients)[client])
+        return initial_model(spec, seed)
+    if mode != "independent":
+        raise ValidationError(f"client_init: must be 'shared' or 'independent', got {mode!r}")
+    return spec.build(stream((int(seed), int(client)), "gca.init-client"))
 
 
 def init_client_models(fed: Federation, cfg: FedConfig, seed: int) -> list:
     """One AE per client: copies of one seeded init (``shared``) or one init per client (``independent``)."""
-    seed_torch(seed)
-    if cfg.client_init == "shared":
-        init = fed.spec.build()
-        models = [fed.spec.build() for _ in fed.clients]
-        for m in models:
-            m.load_state_dict(init.state_dict())
-        return models
-    models = []
-    for i in range(len(fed.clients)):
-        seed_torch(client_init_seed(seed, i, len(fed.clients), cfg.client_init))
-        models.append(fed.spec.build())
-    return models
+    return [client_initial_model(fed.spec, seed, i, cfg.client_init) for i in range(len(fed.clients))]
 
 
 def run_gca(fed: Federation, cfg: FedConfig, seed: int) -> RunResult:
@@ -98,14 +97,13 @@ def run_gca(fed: Federation, cfg: FedConfig, seed: int) -> RunResult:
     import torch
 
     xs, xt = fed.tensors()
-    rng = np.random.default_rng(seed)
+    rng = batch_stream(seed)
     models = init_client_models(fed, cfg, seed)
     rec_opts = [make_optimizer(m.parameters(), cfg) for m in models]
     al_opts = [make_optimizer(m.encoder.parameters(), cfg) for m in models]
     curve, align_curve = CurveRecorder(), []
     steps = np.zeros(len(xs), dtype=np.int64)
-    bytes_up, bytes_down, dropped, k_used = [], [], [], []
-    weight_fn = inverse_count_weights if cfg.weighting == "inverse" else uniform_weights
+    bytes_up, bytes_down, dropped, k_used, counts, weights = [], [], [], [], [], []
     for r in range(1, cfg.rounds + 1):
         for e in range(1, cfg.recon_epochs + 1):
             for i, (m, o, x) in enumerate(zip(models, rec_opts, xs)):
@@ -117,7 +115,10 @@ def run_gca(fed: Federation, cfg: FedConfig, seed: int) -> RunResult:
         cent = fit_centroids(codes, k, cfg.clustering, int(rng.integers(2**31)), cfg.covariance_type,
                              cfg.reg_covar, cfg.gmm_n_init)
         mu = torch.as_tensor(cent.mu, dtype=torch.float32)
-        w = torch.as_tensor(weight_fn(cent.counts), dtype=torch.float32)
+        w_k = centroid_weights(cent.counts, cfg.weighting)
+        counts.append(cent.counts.tolist())
+        weights.append(w_k.tolist())
+        w = torch.as_tensor(w_k, dtype=torch.float32)
         bytes_up.append(codes.size * BYTES_PER_FLOAT)
         bytes_down.append(len(xs) * (cent.mu.size + cent.counts.size) * BYTES_PER_FLOAT)
         dropped.append(cent.n_dropped)
@@ -133,6 +134,8 @@ def run_gca(fed: Federation, cfg: FedConfig, seed: int) -> RunResult:
         "gca", points_per_round=cfg.recon_epochs, bytes_up_per_round=int(max(bytes_up)),
         bytes_down_per_round=int(max(bytes_down)), local_steps=steps, victim_codes=victim_codes,
         final_models=models, last_upload=Upload.from_clients(uploads),
-        align_accuracy=np.array(align_curve), info={"n_dropped_components": dropped, "n_clusters_used": k_used},
+        align_accuracy=np.array(align_curve),
+        info={"n_dropped_components": dropped, "n_clusters_used": k_used, "centroid_counts": counts,
+              "centroid_weights": weights},
         **curve.arrays(),
     )

@@ -11,6 +11,14 @@ r"""Autoencoders of the GCA paper (spec §3), as ``torch.nn.Module`` factories.
 Both modules take and return *flat* rows ``(B, d_x)`` so every caller (training, scoring,
 attack) sees vectors; the conv AE reshapes internally to ``(B, c, h, w)``. ``encode`` returns
 flat latent codes ``(B, D_z)``.
+
+Initialisation (:func:`init_parameters`) draws from an explicit ``numpy.random.Generator``, never
+from torch's global generator: the modules are built on the ``meta`` device (no draw at all) and
+every weight and bias of a ``Linear``/``Conv2d``/``ConvTranspose2d`` layer is then drawn from
+:math:`U(-b, b)` with :math:`b = 1/\sqrt{\text{fan\_in}}`, the distribution of torch's default
+``reset_parameters`` (``kaiming_uniform_(a=√5)`` gives :math:`\text{gain}\sqrt{3/\text{fan\_in}}
+= \sqrt{2/6}\sqrt{3/\text{fan\_in}} = 1/\sqrt{\text{fan\_in}}`), with torch's
+:math:`\text{fan\_in} = W\text{.shape}[1]\cdot\prod W\text{.shape}[2:]`.
 """
 
 from __future__ import annotations
@@ -31,8 +39,36 @@ def _torch():
     return torch
 
 
-def tabular_ae(d_x: int, latent_dim: int = LATENT_DIM_TABULAR):
-    """MLP AE ``d_x → 256 → 64 → latent_dim → 64 → 256 → d_x`` (spec §3.1); returns an ``nn.Module``."""
+def _on_meta(build):
+    """Construct ``build()`` on the meta device (no RNG draw), then allocate uninitialised CPU memory."""
+    torch = _torch()
+    with torch.device("meta"):
+        model = build()
+    return model.to_empty(device="cpu")
+
+
+def init_parameters(model, rng: np.random.Generator):
+    """Draw every weight and bias of ``model``'s Linear/Conv/ConvTranspose layers from ``rng`` as
+    :math:`U(-1/\\sqrt{\\text{fan\\_in}},\\ 1/\\sqrt{\\text{fan\\_in}})` (module doc), in
+    ``model.modules()`` order; returns ``model``."""
+    if not isinstance(rng, np.random.Generator):
+        raise ValidationError(f"rng: must be a numpy.random.Generator, got {type(rng).__name__}")
+    torch = _torch()
+    nn = torch.nn
+    with torch.no_grad():
+        for layer in model.modules():
+            if isinstance(layer, (nn.Linear, nn.Conv2d, nn.ConvTranspose2d)):
+                w = layer.weight
+                bound = 1.0 / np.sqrt(w.shape[1] * int(np.prod(w.shape[2:])))
+                for p in (w, layer.bias):
+                    if p is not None:
+                        p.copy_(torch.from_numpy(rng.uniform(-bound, bound, tuple(p.shape)).astype(np.float32)))
+    return model
+
+
+def tabular_ae(d_x: int, rng: np.random.Generator, latent_dim: int = LATENT_DIM_TABULAR):
+    """MLP AE ``d_x → 256 → 64 → latent_dim → 64 → 256 → d_x`` (spec §3.1), initialised from ``rng``;
+    returns an ``nn.Module``."""
     if int(d_x) < 1:
         raise ValidationError(f"d_x: must be a positive integer, got {d_x!r}")
     torch = _torch()
@@ -59,15 +95,17 @@ def tabular_ae(d_x: int, latent_dim: int = LATENT_DIM_TABULAR):
         def forward(self, x):
             return self.decoder(self.encoder(x))
 
-    return TabularAE()
+    return init_parameters(_on_meta(TabularAE), rng)
 
 
 def conv_ae(
     image_shape: tuple[int, int, int],
+    rng: np.random.Generator,
     latent_channels: int = 16,
     output_activation: Literal["tanh", "none"] = "tanh",
 ):
-    """Conv AE for ``image_shape = (c, h, w)`` images (spec §3.2); inputs/outputs are flat ``(B, c·h·w)``."""
+    """Conv AE for ``image_shape = (c, h, w)`` images (spec §3.2), initialised from ``rng``; inputs
+    and outputs are flat ``(B, c·h·w)``."""
     c, h, w = (int(v) for v in image_shape)
     if min(c, h, w) < 1 or h % 4 or w % 4:
         raise ValidationError(f"image_shape: need positive (c, h, w) with h, w divisible by 4, got {image_shape!r}")
@@ -104,7 +142,7 @@ def conv_ae(
         def forward(self, x):
             return self.decode(self.encode(x))
 
-    return ConvAE()
+    return init_parameters(_on_meta(ConvAE), rng)
 
 
 def count_params(model) -> int:
@@ -141,8 +179,16 @@ class AESpec:
         elif self.kind != "mlp":
             raise ValidationError(f"kind: must be 'mlp' or 'conv', got {self.kind!r}")
 
-    def build(self):
-        """Return a freshly initialised module (uses torch's global RNG: seed it first)."""
+    @property
+    def latent_dim(self) -> int:
+        """:math:`D_z`: 16 (MLP) or ``latent_channels · h/4 · w/4`` (conv)."""
         if self.kind == "mlp":
-            return tabular_ae(self.input_dim)
-        return conv_ae(self.image_shape, self.latent_channels, self.output_activation)
+            return LATENT_DIM_TABULAR
+        _, h, w = self.image_shape
+        return int(self.latent_channels * (h // 4) * (w // 4))
+
+    def build(self, rng: np.random.Generator):
+        """A fresh module with parameters drawn from ``rng`` (:func:`init_parameters`)."""
+        if self.kind == "mlp":
+            return tabular_ae(self.input_dim, rng)
+        return conv_ae(self.image_shape, rng, self.latent_channels, self.output_activation)

@@ -11,6 +11,11 @@ reconstruction epochs; baselines: 1). Protocols:
 
 Ties go to the earliest point. The selected index (and its round/epoch) is reported so the
 argmax location can be logged (spec §10.6).
+
+Convergence of a run: the per-round curve :math:`b_r = \max_{e} a_{r,e}` (best point of round r)
+and the first round :math:`r^\dagger = \min\{r : \max_{s \le r} b_s \ge \max_s b_s - \tau\}` at
+which the running best comes within :math:`\tau` of the run's best. :math:`r^\dagger` close to
+the last round R says the round budget was too small for the run to settle.
 """
 
 from __future__ import annotations
@@ -55,6 +60,21 @@ def select(curve: np.ndarray, points_per_round: int, protocol: Protocol) -> Sele
     idx = checkpoint_indices(a.shape[0], points_per_round, protocol)
     best = idx[int(np.argmax(a[idx]))]
     return Selection(float(a[best]), int(best))
+
+
+def round_curve(curve: np.ndarray, points_per_round: int) -> np.ndarray:
+    """Per-round best :math:`b_r = \\max_e a_{r,e}` of ``curve`` ``(R·p,)``; returns ``(R,)``."""
+    a = check_array(curve, "curve", ndim=1)
+    checkpoint_indices(a.shape[0], points_per_round, "final")  # validates p against the length
+    return a.reshape(-1, points_per_round).max(1)
+
+
+def converged_round(per_round: np.ndarray, tolerance: float = 0.01) -> int:
+    """:math:`r^\\dagger` (1-based, module doc) of a per-round curve ``(R,)`` at ``tolerance`` ≥ 0."""
+    b = check_array(per_round, "per_round", ndim=1, min_rows=1)
+    if not tolerance >= 0:
+        raise ValidationError(f"tolerance: must be ≥ 0, got {tolerance!r}")
+    return int(np.argmax(np.maximum.accumulate(b) >= b.max() - tolerance)) + 1
 
 
 def select_k_star(k_values: np.ndarray, accuracies: np.ndarray) -> int:

@@ -7,209 +7,60 @@ in every round (full participation). Protocols:
   round; evaluated per round with each client's model and threshold;
 * ``centralized``: one AE on the pooled records, ``local_epochs`` epochs per round; threshold
   from the pooled training errors;
-* ``fedavg`` / ``fedprox`` / ``fednova`` / ``dpfedavg``: a fresh Adam per client per round on a
-  copy of the global model, ``local_epochs`` local epochs, then the rule of
-  :mod:`veilbench.gca.aggregation`; the *global* model is evaluated once per round with per-client
-  thresholds;
+* ``fedavg`` / ``fedprox`` / ``fednova`` / ``dpfedavg``: one round loop
+  (:func:`run_parameter_sharing`): every client trains a copy of the global model for
+  ``local_epochs`` epochs with a fresh Adam — the *local step*, pluggable: one client after the
+  other (:func:`sequential_local_step`) or all clients batched
+  (:func:`veilbench.gca.vectorized.vectorized_local_step`) — then the server applies the rule of
+  :mod:`veilbench.gca.aggregation` (:func:`aggregate`); the *global* model is evaluated once per
+  round with per-client thresholds;
 * ``gca``: see :mod:`veilbench.gca.gca` (evaluated after every reconstruction epoch).
 
-Evaluation at a point (spec §1.4): client i's threshold :math:`\tau_i = Q_{0.75}(s_i(D_i))`;
-accuracy of ``s_i(x) > τ_i`` on the full test set and the ROC AUC of :math:`s_i`, both
-averaged over clients. Results keep the full curves (every evaluation point with its
-round/epoch) so :mod:`veilbench.gca.selection` can apply the paper's or a matched protocol.
-
-Determinism: the run seed fixes torch's initialisation (``torch.manual_seed``); one
-``numpy.random.Generator`` drives every shuffle and upload sample in a fixed client order, and a
-second one (seeded ``[seed, 1]``) the DP noise, so methods with the same seed see the same
-mini-batch stream.
+Results keep the full curves (every evaluation point with its round/epoch) so
+:mod:`veilbench.gca.selection` can apply the paper's or a matched protocol. Options, results,
+evaluation and seed streams live in :mod:`veilbench.gca.federation` (re-exported here).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Literal
+import copy
+from collections.abc import Callable
 
 import numpy as np
 
 from veilbench.gca import aggregation
-from veilbench.gca.models import AESpec, count_params
-from veilbench.gca.training import (
-    LocalOptimizer,
-    anomaly_scores,
-    flat_params,
-    reconstruction_epoch,
-    set_flat_params,
+from veilbench.gca.federation import (  # noqa: F401 - re-exported: the simulator's public names
+    BYTES_PER_FLOAT,
+    METHODS,
+    PARAMETER_SHARING,
+    CurveRecorder,
+    FedConfig,
+    Federation,
+    Method,
+    RunResult,
+    Upload,
+    batch_stream,
+    evaluate_clients,
+    initial_model,
+    make_optimizer,
+    noise_stream,
 )
-from veilbench.metrics.anomaly import anomaly_accuracy, quantile_threshold, roc_auc
-from veilbench.validation import ValidationError, check_array, check_labels
+from veilbench.gca.gca import run_gca
+from veilbench.gca.models import count_params
+from veilbench.gca.training import flat_params, reconstruction_epoch, set_flat_params
+from veilbench.validation import ValidationError
 
-Method = Literal["single", "centralized", "fedavg", "fedprox", "fednova", "dpfedavg", "gca"]
-METHODS: tuple[str, ...] = ("single", "centralized", "fedavg", "fedprox", "fednova", "dpfedavg", "gca")
-PARAMETER_SHARING: tuple[str, ...] = ("fedavg", "fedprox", "fednova", "dpfedavg")
-BYTES_PER_FLOAT = 4
-
-
-@dataclass(frozen=True)
-class FedConfig:
-    """Hyper-parameters of one simulated run (defaults: the paper's, spec §3.3, §4.1, §5)."""
-
-    rounds: int = 100
-    local_epochs: int = 10
-    recon_epochs: int = 5
-    align_epochs: int = 5
-    batch_size: int = 50
-    lr: float = 1e-3
-    lr_step_size: int = 1000
-    lr_gamma: float = 0.1
-    lr_step_unit: Literal["epoch", "step"] = "epoch"
-    quantile: float = 0.75
-    prox_mu: float = 1e-4
-    dp_clip: float = 1.0
-    dp_sigma: float = 1.0
-    upload_fraction: float = 0.1
-    n_clusters: int = 10
-    clustering: Literal["gmm", "kmeans", "soft_kmeans", "minibatch_kmeans"] = "gmm"
-    covariance_type: Literal["full", "diag"] = "full"
-    reg_covar: float = 1e-6
-    gmm_n_init: int = 1
-    weighting: Literal["inverse", "uniform"] = "inverse"
-    client_init: Literal["shared", "independent"] = "shared"
-    attack_extra_epochs: int = 5
-
-
-@dataclass
-class Federation:
-    """Client shards ``clients[i]`` ``(N_i, d_x)``, test set ``x_test`` ``(m, d_x)``, ``y_test`` (m,) in {0,1}."""
-
-    clients: list[np.ndarray]
-    x_test: np.ndarray
-    y_test: np.ndarray
-    spec: AESpec
-
-    def __post_init__(self) -> None:
-        if not self.clients:
-            raise ValidationError("clients: need at least one client shard, got none")
-        d = self.spec.input_dim
-        self.clients = [
-            check_array(c, f"clients[{i}]", ndim=2, min_rows=2, dtype=np.float32) for i, c in enumerate(self.clients)
-        ]
-        self.x_test = check_array(self.x_test, "x_test", ndim=2, dtype=np.float32)
-        for name, arr in [*((f"clients[{i}]", c) for i, c in enumerate(self.clients)), ("x_test", self.x_test)]:
-            if arr.shape[1] != d:
-                raise ValidationError(f"{name}: expected {d} features (AESpec.input_dim), got {arr.shape[1]}")
-        self.y_test = check_labels(self.y_test, "y_test", n=self.x_test.shape[0])
-
-    @property
-    def sizes(self) -> np.ndarray:
-        """:math:`N_i` of every client, ``(C,)``."""
-        return np.array([c.shape[0] for c in self.clients])
-
-    def tensors(self):
-        """``(client tensors, test tensor)`` as float32 torch tensors."""
-        import torch
-
-        return [torch.from_numpy(c) for c in self.clients], torch.from_numpy(self.x_test)
-
-
-@dataclass(frozen=True)
-class Upload:
-    """One round's latent uploads as the server receives them: ``codes`` ``(U, D_z)`` float32,
-    uploading ``client`` ``(U,)`` int64 (position in ``Federation.clients``) and ``row`` ``(U,)`` int64
-    (row of the record in that client's shard)."""
-
-    codes: np.ndarray
-    client: np.ndarray
-    row: np.ndarray
-
-    @classmethod
-    def from_clients(cls, uploads: list[tuple[np.ndarray, np.ndarray]]) -> "Upload":
-        """From per-client ``(row indices (n_i,), codes (n_i, D_z))`` pairs in client order."""
-        client = np.concatenate([np.full(len(idx), i, dtype=np.int64) for i, (idx, _) in enumerate(uploads)])
-        return cls(np.concatenate([z for _, z in uploads]), client, np.concatenate([idx for idx, _ in uploads]))
-
-
-@dataclass
-class RunResult:
-    """Curves and server-visible artefacts of one run.
-
-    ``accuracy``/``auc``/``rounds``/``epochs``: ``(T,)`` evaluation curve with the 1-based round
-    and in-round epoch of each point; ``points_per_round``: evaluations per round (5 for the
-    paper's GCA, 1 otherwise); ``align_accuracy``: GCA's fixed-client alignment-epoch diagnostic;
-    ``victim_params``: the flat ``(P,)`` model the server sees from client 0 in the last round
-    (parameter sharing); ``victim_codes``: GCA's fresh post-training upload of client 0;
-    ``final_models``: the trained AEs, one per client (``single``, ``gca``) or one shared model
-    (global/centralized); ``last_upload``: GCA's last-round latent uploads of every client.
-    """
-
-    method: str
-    accuracy: np.ndarray
-    auc: np.ndarray
-    rounds: np.ndarray
-    epochs: np.ndarray
-    points_per_round: int
-    bytes_up_per_round: int
-    bytes_down_per_round: int
-    local_steps: np.ndarray
-    victim_params: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.float32))
-    victim_codes: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.float32))
-    align_accuracy: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    dp_noise_multiplier: float | None = None
-    info: dict = field(default_factory=dict)
-    final_models: list = field(default_factory=list)
-    last_upload: Upload | None = None
-
-
-class CurveRecorder:
-    """Accumulates ``(round, epoch, accuracy, auc)`` evaluation points."""
-
-    def __init__(self) -> None:
-        self.points: list[tuple[int, int, float, float]] = []
-
-    def add(self, rnd: int, epoch: int, acc_auc: tuple[float, float]) -> None:
-        self.points.append((rnd, epoch, *acc_auc))
-
-    def arrays(self) -> dict[str, np.ndarray]:
-        p = np.array(self.points, dtype=np.float64).reshape(-1, 4)
-        return {"rounds": p[:, 0].astype(np.int64), "epochs": p[:, 1].astype(np.int64),
-                "accuracy": p[:, 2], "auc": p[:, 3]}
-
-
-def evaluate_clients(models: list, x_clients: list, x_test, y_test: np.ndarray, quantile: float) -> tuple[float, float]:
-    """Mean over clients of (accuracy at :math:`\\tau_i`, ROC AUC); ``models`` is one model per client
-    or a one-element list for a shared (global) model whose test scores are computed once."""
-    shared = len(models) == 1
-    test_scores = anomaly_scores(models[0], x_test) if shared else None
-    accs, aucs = [], []
-    for i, x in enumerate(x_clients):
-        model = models[0] if shared else models[i]
-        s_test = test_scores if shared else anomaly_scores(model, x_test)
-        tau = quantile_threshold(anomaly_scores(model, x), quantile)
-        accs.append(anomaly_accuracy(s_test, y_test, tau))
-        aucs.append(roc_auc(s_test, y_test))
-    return float(np.mean(accs)), float(np.mean(aucs))
-
-
-def seed_torch(seed: int) -> None:
-    """Seed torch's global generator (model initialisation)."""
-    import torch
-
-    torch.manual_seed(int(seed) % (2**63))
-
-
-def make_optimizer(params, cfg: FedConfig) -> LocalOptimizer:
-    """Adam + StepLR on ``params`` with ``cfg``'s lr and schedule."""
-    return LocalOptimizer.create(params, cfg.lr, cfg.lr_step_size, cfg.lr_gamma, cfg.lr_step_unit)
+#: ``local_step(global_vec (P,), xs, cfg, rng, prox) -> (local (C, P) float64, steps (C,))``: every
+#: client's ``cfg.local_epochs`` epochs from the global parameters (``prox``: with the FedProx term).
+LocalStep = Callable[[np.ndarray, list, FedConfig, np.random.Generator, bool], tuple[np.ndarray, np.ndarray]]
 
 
 def run_single(fed: Federation, cfg: FedConfig, seed: int) -> RunResult:
     """Single-Client baseline: isolated clients, one persistent Adam each, shared init."""
     xs, xt = fed.tensors()
-    rng = np.random.default_rng(seed)
-    seed_torch(seed)
-    init = fed.spec.build()
-    models = [fed.spec.build() for _ in xs]
-    for m in models:
-        m.load_state_dict(init.state_dict())
+    rng = batch_stream(seed)
+    init = initial_model(fed.spec, seed)
+    models = [copy.deepcopy(init) for _ in xs]
     opts = [make_optimizer(m.parameters(), cfg) for m in models]
     curve = CurveRecorder()
     steps = np.zeros(len(xs), dtype=np.int64)
@@ -228,9 +79,8 @@ def run_centralized(fed: Federation, cfg: FedConfig, seed: int) -> RunResult:
 
     xs, xt = fed.tensors()
     pooled = torch.cat(xs)
-    rng = np.random.default_rng(seed)
-    seed_torch(seed)
-    model = fed.spec.build()
+    rng = batch_stream(seed)
+    model = initial_model(fed.spec, seed)
     opt = make_optimizer(model.parameters(), cfg)
     curve = CurveRecorder()
     steps = 0
@@ -252,43 +102,70 @@ def dp_noise_multiplier(cfg: FedConfig, weights: np.ndarray) -> float:
     return float((cfg.dp_sigma / weights.shape[0]) / (cfg.dp_clip * weights.max()))
 
 
-def run_parameter_sharing(method: str, fed: Federation, cfg: FedConfig, seed: int) -> RunResult:
-    """FedAvg, FedProx, FedNova or DP-FedAvg (spec §5); the global model is evaluated once per round."""
+def local_training(model, x, cfg: FedConfig, rng: np.random.Generator, prox_center=None) -> int:
+    """One client's part of a parameter-sharing round: ``cfg.local_epochs`` reconstruction epochs of
+    ``model`` on ``x`` ``(N_i, d_x)`` with a fresh Adam (plus the FedProx term when ``prox_center``
+    is the global ``(P,)`` tensor); returns the optimiser steps :math:`\tau_i`."""
+    opt = make_optimizer(model.parameters(), cfg)
+    return sum(reconstruction_epoch(model, opt, x, cfg.batch_size, rng, prox_center, cfg.prox_mu)
+               for _ in range(cfg.local_epochs))
+
+
+def sequential_local_step(spec) -> LocalStep:
+    """A :data:`LocalStep` training the clients one after the other on one working copy of the AE
+    (a fresh Adam per client per round; mini-batches drawn client-major, then epoch)."""
     import torch
 
+    work = initial_model(spec, 0)  # parameters overwritten from the global vector every round
+
+    def step(global_vec, xs, cfg, rng, prox):
+        center = torch.from_numpy(global_vec) if prox else None
+        local = np.empty((len(xs), global_vec.shape[0]), dtype=np.float64)
+        taus = np.zeros(len(xs), dtype=np.int64)
+        for i, x in enumerate(xs):
+            set_flat_params(work, global_vec)
+            taus[i] = local_training(work, x, cfg, rng, center)
+            local[i] = flat_params(work)
+        return local, taus
+
+    return step
+
+
+def aggregate(method: str, global_vec: np.ndarray, local: np.ndarray, weights: np.ndarray, steps: np.ndarray,
+              cfg: FedConfig, noise_rng: np.random.Generator) -> np.ndarray:
+    """The server rule of ``method`` (:mod:`veilbench.gca.aggregation`): FedNova's normalised
+    average, DP-FedAvg's clipped noisy average, else (FedAvg, FedProx) the weighted average."""
+    if method == "fednova":
+        return aggregation.fednova(global_vec, local, weights, steps.astype(np.float64))
+    if method == "dpfedavg":
+        return aggregation.dp_fedavg(global_vec, local, weights, cfg.dp_clip, cfg.dp_sigma, noise_rng)
+    if method in ("fedavg", "fedprox"):
+        return aggregation.fedavg(global_vec, local, weights)
+    raise ValidationError(f"method: must be one of {PARAMETER_SHARING}, got {method!r}")
+
+
+def run_parameter_sharing(method: str, fed: Federation, cfg: FedConfig, seed: int,
+                          local_step: Callable[..., LocalStep] = sequential_local_step) -> RunResult:
+    """FedAvg, FedProx, FedNova or DP-FedAvg (spec §5): the one round loop of every engine;
+    ``local_step(spec)`` builds the engine's :data:`LocalStep`. The global model is evaluated once
+    per round."""
     if method not in PARAMETER_SHARING:
         raise ValidationError(f"method: must be one of {PARAMETER_SHARING}, got {method!r}")
     xs, xt = fed.tensors()
-    rng = np.random.default_rng(seed)
-    noise_rng = np.random.default_rng([seed, 1])
-    seed_torch(seed)
-    global_model = fed.spec.build()
-    work = fed.spec.build()
+    rng, noise_rng = batch_stream(seed), noise_stream(seed)
+    global_model = initial_model(fed.spec, seed)
+    step = local_step(fed.spec)
     weights = aggregation.sample_weights(fed.sizes)
-    n_params = count_params(global_model)
     curve = CurveRecorder()
     total_steps = np.zeros(len(xs), dtype=np.int64)
-    local = np.empty((len(xs), n_params), dtype=np.float64)
+    local = np.zeros((len(xs), count_params(global_model)))
     for r in range(1, cfg.rounds + 1):
         g = flat_params(global_model)
-        center = torch.from_numpy(g) if method == "fedprox" else None
-        taus = np.zeros(len(xs))
-        for i, x in enumerate(xs):
-            set_flat_params(work, g)
-            opt = make_optimizer(work.parameters(), cfg)
-            for _ in range(cfg.local_epochs):
-                taus[i] += reconstruction_epoch(work, opt, x, cfg.batch_size, rng, center, cfg.prox_mu)
-            local[i] = flat_params(work)
-        total_steps += taus.astype(np.int64)
-        if method == "fednova":
-            new = aggregation.fednova(g, local, weights, taus)
-        elif method == "dpfedavg":
-            new = aggregation.dp_fedavg(g, local, weights, cfg.dp_clip, cfg.dp_sigma, noise_rng)
-        else:
-            new = aggregation.fedavg(g, local, weights)
-        set_flat_params(global_model, new.astype(np.float32))
+        local, taus = step(g, xs, cfg, rng, method == "fedprox")
+        total_steps += taus
+        set_flat_params(global_model, aggregate(method, g, local, weights, taus, cfg, noise_rng).astype(np.float32))
         curve.add(r, cfg.local_epochs, evaluate_clients([global_model], xs, xt, fed.y_test, cfg.quantile))
-    payload = len(xs) * n_params * BYTES_PER_FLOAT
+    payload = len(xs) * local.shape[1] * BYTES_PER_FLOAT
     return RunResult(
         method, points_per_round=1, bytes_up_per_round=payload, bytes_down_per_round=payload,
         local_steps=total_steps, victim_params=local[0].astype(np.float32),
@@ -304,8 +181,6 @@ def run_protocol(method: Method, fed: Federation, cfg: FedConfig, seed: int) -> 
     if method == "centralized":
         return run_centralized(fed, cfg, seed)
     if method == "gca":
-        from veilbench.gca.gca import run_gca
-
         return run_gca(fed, cfg, seed)
     if method in PARAMETER_SHARING:
         return run_parameter_sharing(method, fed, cfg, seed)

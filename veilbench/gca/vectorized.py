@@ -1,4 +1,4 @@
-r"""Client-vectorised local training for parameter-sharing FL on the tabular MLP AE.
+r"""Client-vectorised local step for parameter-sharing FL on the tabular MLP AE.
 
 The sequential simulator trains C client copies one after the other. Here the C copies are
 stacked: every ``Linear`` layer becomes weights ``W`` ``(C, out, in)`` and biases ``b`` ``(C, out)``,
@@ -9,9 +9,10 @@ clients with fewer mini-batches in an epoch are masked out of that step, with pe
 step counts (bias corrections as ``torch.optim.Adam``).
 
 Mini-batch order is drawn from the same ``numpy`` stream, in the same order (client-major,
-then epoch), as :func:`veilbench.gca.simulator.run_parameter_sharing`, so for the same seed
-both engines follow the same trajectory up to float summation order. Aggregation and
-evaluation reuse :mod:`veilbench.gca.aggregation` and the simulator's evaluation.
+then epoch), as :func:`veilbench.gca.simulator.sequential_local_step`, so for the same seed
+both engines follow the same trajectory up to float summation order. The round loop,
+aggregation and evaluation are the simulator's (:func:`veilbench.gca.simulator.run_parameter_sharing`
+with :func:`vectorized_local_step`).
 Only ``kind="mlp"`` models are supported, and only schedules under which StepLR never fires
 within a round (fresh Adam per round, as in the simulator; e.g. the paper's step size 1,000).
 """
@@ -20,19 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from veilbench.gca import aggregation
-from veilbench.gca.simulator import (
-    BYTES_PER_FLOAT,
-    PARAMETER_SHARING,
-    CurveRecorder,
-    FedConfig,
-    Federation,
-    RunResult,
-    dp_noise_multiplier,
-    evaluate_clients,
-    seed_torch,
-)
-from veilbench.gca.training import flat_params, set_flat_params
+from veilbench.gca.federation import PARAMETER_SHARING, FedConfig, Federation, RunResult, initial_model
+from veilbench.gca.simulator import run_parameter_sharing
 from veilbench.validation import ValidationError
 
 BETA1, BETA2, ADAM_EPS = 0.9, 0.999, 1e-8
@@ -123,10 +113,18 @@ def _local_round(global_vec, shapes, xs, cfg: FedConfig, rng: np.random.Generato
     return local, steps
 
 
+def vectorized_local_step(spec):
+    """A :data:`~veilbench.gca.simulator.LocalStep` advancing all clients at once (module doc)."""
+    shapes = _layer_shapes(initial_model(spec, 0))
+
+    def step(global_vec, xs, cfg, rng, prox):
+        return _local_round(global_vec, shapes, xs, cfg, rng, prox)
+
+    return step
+
+
 def run_parameter_sharing_vectorized(method: str, fed: Federation, cfg: FedConfig, seed: int) -> RunResult:
     """Same protocol and outputs as :func:`veilbench.gca.simulator.run_parameter_sharing`, clients batched."""
-    import torch
-
     if method not in PARAMETER_SHARING:
         raise ValidationError(f"method: must be one of {PARAMETER_SHARING}, got {method!r}")
     if fed.spec.kind != "mlp":
@@ -136,33 +134,4 @@ def run_parameter_sharing_vectorized(method: str, fed: Federation, cfg: FedConfi
         raise ValidationError(
             f"lr_step_size: the vectorised engine has no StepLR; need > {per_round} scheduler steps per round "
             f"so the schedule never fires, got {cfg.lr_step_size}")
-    xs, xt = fed.tensors()
-    rng = np.random.default_rng(seed)
-    noise_rng = np.random.default_rng([seed, 1])
-    seed_torch(seed)
-    global_model = fed.spec.build()
-    shapes = _layer_shapes(global_model)
-    weights = aggregation.sample_weights(fed.sizes)
-    curve = CurveRecorder()
-    total = np.zeros(len(xs), dtype=np.int64)
-    local = np.zeros((len(xs), 0))
-    for r in range(1, cfg.rounds + 1):
-        g = flat_params(global_model)
-        local, taus = _local_round(g, shapes, xs, cfg, rng, prox=method == "fedprox")
-        total += taus
-        if method == "fednova":
-            new = aggregation.fednova(g, local, weights, taus.astype(np.float64))
-        elif method == "dpfedavg":
-            new = aggregation.dp_fedavg(g, local, weights, cfg.dp_clip, cfg.dp_sigma, noise_rng)
-        else:
-            new = aggregation.fedavg(g, local, weights)
-        set_flat_params(global_model, new.astype(np.float32))
-        with torch.no_grad():
-            curve.add(r, cfg.local_epochs, evaluate_clients([global_model], xs, xt, fed.y_test, cfg.quantile))
-    payload = len(xs) * local.shape[1] * BYTES_PER_FLOAT
-    return RunResult(
-        method, points_per_round=1, bytes_up_per_round=payload, bytes_down_per_round=payload, local_steps=total,
-        victim_params=local[0].astype(np.float32),
-        dp_noise_multiplier=dp_noise_multiplier(cfg, weights) if method == "dpfedavg" else None,
-        final_models=[global_model], **curve.arrays(),
-    )
+    return run_parameter_sharing(method, fed, cfg, seed, local_step=vectorized_local_step)

@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from veilbench.gca.data import FederatedData
-from veilbench.gca.simulator import RunResult
+from veilbench.gca.federation import RunResult
 from veilbench.gca.training import encode
 
 UTILITY_STREAM = 0x5FA3
