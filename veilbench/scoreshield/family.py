@@ -61,12 +61,17 @@ def attack(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
         )
         lower = EPSILON_CAP
     claimed = params.claimed_epsilon()
-    info.update(audit_releases=params.audit_releases, audit_alpha=params.audit_alpha)
+    info.setdefault("audit_alpha", params.audit_alpha)
     metrics = {
         "privacy_epsilon_lower_bound": float(lower),
         "privacy_epsilon_claimed": float(claimed),
         "privacy_audit_flagged": float(lower > claimed),
     }
+    if "max_certifiable_epsilon" in info:  # what the audit's run count can decide (veilbench.privacy.audit)
+        metrics.update(privacy_audit_max_certifiable_epsilon=float(info["max_certifiable_epsilon"]),
+                       privacy_audit_power_half_noise=float(info["power_half_noise"]),
+                       privacy_audit_decidable=float(info["audit_decidable"]),
+                       privacy_audit_releases=float(info["audit_releases"]))
     return StageOutput(arrays={k: np.array([v]) for k, v in metrics.items()}, metrics=metrics, info=info)
 
 

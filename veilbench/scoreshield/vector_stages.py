@@ -14,6 +14,7 @@ from veilbench.metrics.retrieval import rank_items, thresholded_topk
 from veilbench.metrics.verification import pair_scores
 from veilbench.scoreshield.params import EPSILON_CAP, Params, stream, unit_rows
 from veilbench.scoreshield.sensitivity import vector_sensitivity
+from veilbench.privacy.audit import plan_audit
 from veilbench.scoreshield.tasks import audit_info, privacy_from_attack, retrieval_metrics, verification_metrics
 from veilbench.scoreshield.vector import GaussianScoreMechanism, audit_score_release
 from veilbench.validation import ValidationError, check_array, check_labels
@@ -37,7 +38,8 @@ def mechanism(params: Params, n_queries: int) -> GaussianScoreMechanism:
     base = params.sensitivity if margin is None else vector_sensitivity(margin)
     sens = base * (np.sqrt(n_queries) if params.joint_queries else 1.0)
     return GaussianScoreMechanism(params.epsilon, params.delta, sens, params.calibrator,
-                                  clip=params.mechanism == "gaussian", score_floor=-1.0 if margin is None else -margin)
+                                  clip=params.mechanism == "gaussian", score_floor=-1.0 if margin is None else -margin,
+                                  allow_invalid_calibration=params.allow_invalid_calibration)
 
 
 def release(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
@@ -59,7 +61,7 @@ def release(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
     arrays = {"scores": out, "query_labels": y_q, "gallery_labels": y_gal}
     metrics = {"release_sigma": sigma, "release_clipped_fraction": clipped}
     if params.mechanism not in ("clean", "identity"):  # privacy ledger: q vectors at (ε, δ) each, or one joint release
-        metrics.update(dp_epsilon=params.epsilon, dp_delta=params.delta,
+        metrics.update(dp_epsilon=params.epsilon, dp_delta=params.delta, dp_noise_multiplier=sigma / mech.sensitivity,
                        dp_releases=1.0 if params.joint_queries else float(s.shape[0]))
     return StageOutput(arrays=arrays, metrics=metrics, info=info)
 
@@ -80,6 +82,7 @@ def integrate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
 
 def attack(inputs: StageInputs, params: Params, seed: int) -> tuple[float, dict]:
     """(ε lower bound, info) of the score release on the worst-case neighbours."""
+    separation = None  # mean gap / noise std of the audited coordinate (none for noiseless releases)
     if params.mechanism == "identity":
         def fn(clean: np.ndarray, rng: np.random.Generator) -> np.ndarray:
             return np.zeros_like(clean)
@@ -88,12 +91,14 @@ def attack(inputs: StageInputs, params: Params, seed: int) -> tuple[float, dict]
             return clean
     else:
         mech = mechanism(params, np.asarray(inputs["release"]["scores"]).shape[0])
+        separation = (1.0 - mech.score_floor) / mech.sigma  # clean +1 vs max(−1, floor)
 
         def fn(clean: np.ndarray, rng: np.random.Generator) -> np.ndarray:
             return mech.release(clean, rng).scores
 
-    res = audit_score_release(fn, params.delta, params.audit_releases, int(stream(seed, "attack").integers(2**31)),
-                              params.audit_alpha)
+    plan = plan_audit(separation, params.claimed_epsilon(), params.delta, params.audit_alpha, params.audit_releases)
+    res = audit_score_release(fn, params.delta, plan.n_releases, int(stream(seed, "attack").integers(2**31)),
+                              params.audit_alpha, plan=plan)
     return res.epsilon_lower_bound, {"audited": "score vector, differing coordinate +1 vs -1", **audit_info(res)}
 
 
