@@ -48,7 +48,7 @@ class AuditPlan:
 
     ``max_certifiable_epsilon``: the largest ε̂ any mechanism can reach at this count and confidence;
     ``power_half_noise``: probability the audit flags a mechanism with half the calibrated noise
-    (NaN when the audited release has no noise to halve); ``decidable``: that power ≥ ``target``.
+    (a noiseless release is its own half-noise version); ``decidable``: that power ≥ ``target``.
     """
 
     n_releases: int
@@ -185,7 +185,7 @@ def simulated_power(separation: float, epsilon: float, delta: float, n_releases:
 
 
 def plan_audit(
-    separation: float | None,
+    separation: float,
     epsilon: float,
     delta: float,
     alpha: float = 0.05,
@@ -197,7 +197,8 @@ def plan_audit(
     """Release count per side, certifiable ε and half-noise power of an audit of a claimed ``epsilon``.
 
     ``separation``: mean gap over noise std of the audited statistic at the calibrated noise (the
-    half-noise mechanism has twice it); ``None`` for a release without noise (clean, data-free).
+    half-noise mechanism has twice it); ``inf`` for a noiseless data-dependent release (flagged
+    surely once ``epsilon`` < :func:`max_certifiable_epsilon`), 0 for a data-free one (never flagged).
     The power is :func:`simulated_power` (the procedure's own), screened by :func:`audit_power`
     (the best-threshold power, an upper bound up to the simulation's error, cheap).
     With ``n_releases`` given, that count is stated; with ``None`` the count doubles from
@@ -205,13 +206,16 @@ def plan_audit(
     that cannot decide, ``min_releases`` is used and the plan says ``decidable = False``.
     """
     check_in_range(target, "target", 0.0, 1.0, low_inclusive=False, high_inclusive=False)
+    sep = check_in_range(separation, "separation", 0.0, None)
     eps = check_in_range(epsilon, "epsilon", 0.0, None)
     dlt = check_in_range(delta, "delta", 0.0, 1.0, high_inclusive=False)
 
     def power(n: int) -> float:
-        if separation is None or not math.isfinite(eps) or eps >= max_certifiable_epsilon(n, dlt, alpha):
-            return 0.0 if separation is not None else math.nan
-        return simulated_power(2.0 * separation, eps, dlt, n, alpha)
+        if sep == 0.0 or not math.isfinite(eps) or eps >= max_certifiable_epsilon(n, dlt, alpha):
+            return 0.0
+        if math.isinf(sep):
+            return 1.0
+        return simulated_power(2.0 * sep, eps, dlt, n, alpha)
 
     def plan(n: int, pw: float) -> AuditPlan:
         return AuditPlan(n, max_certifiable_epsilon(n, dlt, alpha), pw, bool(pw >= target), target)
@@ -222,9 +226,10 @@ def plan_audit(
     lo = int(check_in_range(min_releases, "min_releases", 20, None))
     hi = int(check_in_range(max_releases, "max_releases", lo, None))
     n = lo
-    while separation is not None and math.isfinite(eps):
-        if eps < max_certifiable_epsilon(n, dlt, alpha) and audit_power(2.0 * separation, eps, dlt, n, alpha) >= target:
-            pw = simulated_power(2.0 * separation, eps, dlt, n, alpha)
+    while sep > 0.0 and math.isfinite(eps):
+        if eps < max_certifiable_epsilon(n, dlt, alpha) and (
+                math.isinf(sep) or audit_power(2.0 * sep, eps, dlt, n, alpha) >= target):
+            pw = power(n)
             if pw >= target:
                 return plan(n, pw)
         if n >= hi:

@@ -14,6 +14,7 @@ clean off-diagonal similarities (``utility_similarity_spearman``; 0 when the rel
 
 from __future__ import annotations
 
+import math
 import time
 from functools import lru_cache
 
@@ -213,7 +214,7 @@ def attack(inputs: StageInputs, params: Params, seed: int) -> tuple[float, dict]
         def fn(clean: np.ndarray, r: np.random.Generator) -> np.ndarray:
             return clean + sigma * r.standard_normal(clean.shape)
 
-        plan = plan_audit(2.0 / sigma if sigma else None, params.claimed_epsilon(), params.delta, params.audit_alpha,
+        plan = plan_audit(2.0 / sigma if sigma else math.inf, params.claimed_epsilon(), params.delta, params.audit_alpha,
                           params.audit_releases)
         res = audit_score_release(fn, params.delta, plan.n_releases, audit_seed, params.audit_alpha, plan=plan)
         what = "embedding coordinate along the flipped row, +1 vs -1" if sigma else "clean Gram entry +1 vs -1"

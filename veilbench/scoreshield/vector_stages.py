@@ -7,14 +7,16 @@ scores S = Q Gᵀ (q × n), each row one query's score vector released with Δ =
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from veilbench.families.base import StageInputs, StageOutput
 from veilbench.metrics.retrieval import rank_items, thresholded_topk
 from veilbench.metrics.verification import pair_scores
+from veilbench.privacy.audit import plan_audit
 from veilbench.scoreshield.params import EPSILON_CAP, Params, stream, unit_rows
 from veilbench.scoreshield.sensitivity import vector_sensitivity
-from veilbench.privacy.audit import plan_audit
 from veilbench.scoreshield.tasks import audit_info, privacy_from_attack, retrieval_metrics, verification_metrics
 from veilbench.scoreshield.vector import GaussianScoreMechanism, audit_score_release
 from veilbench.validation import ValidationError, check_array, check_labels
@@ -82,11 +84,13 @@ def integrate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
 
 def attack(inputs: StageInputs, params: Params, seed: int) -> tuple[float, dict]:
     """(ε lower bound, info) of the score release on the worst-case neighbours."""
-    separation = None  # mean gap / noise std of the audited coordinate (none for noiseless releases)
+    separation = 0.0  # mean gap / noise std of the audited coordinate: 0 data-free, ∞ noiseless
     if params.mechanism == "identity":
         def fn(clean: np.ndarray, rng: np.random.Generator) -> np.ndarray:
             return np.zeros_like(clean)
     elif params.mechanism == "clean":
+        separation = math.inf
+
         def fn(clean: np.ndarray, rng: np.random.Generator) -> np.ndarray:
             return clean
     else:
