@@ -9,7 +9,9 @@ Regime (i) (:mod:`veilbench.scoreshield.vector_stages`, spec §3.1–3.2, §6):
   σ = calib(Δ, ε, δ), Δ = 2 (Δ_m = 1 + m under a public margin);
 * ``integrate``: (thresholded) top-k per query, ties broken by a seeded random key
   (``tiebreak="index"`` reproduces the paper's smaller-index rule and its clipping pitfall);
-* ``attack``: empirical ε lower bound from releases of the worst-case neighbours (+1 vs −1);
+* ``attack``: empirical ε lower bound from releases of the worst-case neighbours (+1 vs −1, the
+  noisy score before clipping), with what the run count can decide: the certifiable maximum, the
+  power against a half-noise release and whether it reaches 95 % (:mod:`veilbench.privacy.audit`);
 * ``evaluate``: verification (accuracy, AUC, EER, TAR@FAR strict/non-strict), recall@k, mAP,
   kNN accuracy, score MSE, clipped fraction, and the audit numbers.
 
