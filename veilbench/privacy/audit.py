@@ -18,13 +18,14 @@ What an audit of ``N`` releases per side can say is limited by ``N`` (:func:`max
 a perfect attack on the ``n = N − ⌊N/2⌋`` evaluation releases gives
 :math:`\underline{p} = (\alpha/4)^{1/n}`, :math:`\overline{q} = 1 - (\alpha/4)^{1/n}`, and no
 mechanism can be shown to violate a claimed ε above :math:`\ln((\underline{p} - \delta)/\overline{q})`.
-Its power (:func:`audit_power`) is computed for a Gaussian mechanism whose statistic is
-N(s, 1) on D and N(0, 1) on D' (s = mean gap / noise std, the *separation*): at threshold t the two
-hit counts are Binomial(n, Φ̄(t − s)) and Binomial(n, Φ̄(t)), the audit flags when the bound exceeds
-the claimed ε, and the power is that probability at the best t (the threshold the selection half
-estimates). :func:`plan_audit` states the power against a mechanism run with half the calibrated
-noise (separation 2s) — the audit is *decidable* when that power is ≥ 95 % — and, when no release
-count is given, picks the smallest count (doubling) that reaches it.
+Power is stated for a Gaussian mechanism whose statistic is N(s, 1) on D and N(0, 1) on D'
+(s = mean gap / noise std, the *separation*). :func:`simulated_power` is the share of seeded runs
+of this very procedure that flag ε̂ > the claimed ε; :func:`audit_power` is the exact binomial
+power of the best *fixed* threshold (hit counts Binomial(n, Φ̄(t − s)) and Binomial(n, Φ̄(t))), a
+cheap screen. :func:`plan_audit` states the power against a mechanism run with half the
+calibrated noise (separation 2s) — the audit is *decidable* when it is ≥ 95 % — and, when no
+release count is given, picks the smallest count (doubling) that reaches it. (A one-run audit,
+Steinke, Nasr & Jagielski 2023, would need far fewer runs; this module keeps the classical design.)
 """
 
 from __future__ import annotations
@@ -133,8 +134,8 @@ def audit_power(separation: float, epsilon: float, delta: float, n_releases: int
     """P(ε̂ > ``epsilon``) for a statistic N(s, 1) on D vs N(0, 1) on D', at the best threshold.
 
     ``separation`` s ≥ 0 is the mean gap over the noise std. Exact binomial computation at each of
-    ``n_grid`` thresholds (refined once around the best); the split-half audit estimates that best
-    threshold from its selection half, so its power is close to (at most) this value.
+    ``n_grid`` thresholds (refined once around the best). The split-half audit picks its threshold
+    from data; its own power (:func:`simulated_power`) is typically a little lower.
     """
     s = check_in_range(separation, "separation", 0.0, None)
     eps = check_in_range(epsilon, "epsilon", 0.0, None)
