@@ -66,11 +66,17 @@ def _toml_list(items: list[str]) -> str:
     return "[" + ", ".join(json.dumps(i) for i in items) + "]"
 
 
+def _copy_code(work: Path) -> None:
+    """The packages and tests of this checkout (not an installed copy) into ``work``."""
+    for name in ("veilbench", "tasks", "flows", "tests"):
+        if (REPO / name).is_dir():
+            shutil.copytree(REPO / name, work / name, ignore=shutil.ignore_patterns("__pycache__"))
+
+
 def _scratch(module: str, tests: list[str]) -> Path:
     """A temporary tree with the package, the tests and a mutmut config for ``module``."""
     work = Path(tempfile.mkdtemp(prefix="mutation-"))
-    shutil.copytree(REPO / "veilbench", work / "veilbench", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(REPO / "tests", work / "tests", ignore=shutil.ignore_patterns("__pycache__"))
+    _copy_code(work)
     only = f"{module}/*" if (REPO / module).is_dir() else module
     (work / "pyproject.toml").write_text(
         "[tool.mutmut]\n"
@@ -149,8 +155,7 @@ def check_known(mutant: dict[str, str], tests: list[str]) -> dict:
     """Apply one hand-written mutant in a scratch copy and run ``tests``: killed when they fail."""
     work = Path(tempfile.mkdtemp(prefix="known-mutant-"))
     try:
-        shutil.copytree(REPO / "veilbench", work / "veilbench", ignore=shutil.ignore_patterns("__pycache__"))
-        shutil.copytree(REPO / "tests", work / "tests", ignore=shutil.ignore_patterns("__pycache__"))
+        _copy_code(work)
         shutil.copy(REPO / "pyproject.toml", work / "pyproject.toml")
         path = work / mutant["module"]
         text = path.read_text()
