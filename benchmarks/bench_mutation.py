@@ -81,6 +81,7 @@ def _scratch(module: str, tests: list[str]) -> Path:
     (work / "pyproject.toml").write_text(
         "[tool.mutmut]\n"
         'source_paths = ["veilbench"]\n'
+        'also_copy = ["tasks", "flows"]\n'
         f"only_mutate = {_toml_list([only])}\n"
         f"pytest_add_cli_args_test_selection = {_toml_list(tests)}\n"
         'pytest_add_cli_args = ["-q", "-p", "no:cacheprovider", "-x"]\n'
