@@ -12,7 +12,7 @@ and cells present in ``params.yaml``) and writes
 * ``reports/gca/communication.csv``: MiB per round per method and dataset for the GCA paper's
   configurations (formulas, independent of the sweeps; described in index.md when a GCA sweep runs);
 * ``reports/privacy_ledger.csv``: every DP release (from ``data/release/<sweep>/ledger.json``)
-  and, in ``index.md``, its composition per data set (:mod:`veilbench.privacy.ledger`);
+  and, in ``index.md``, what each deployment (cell) spends, by PLD composition (:mod:`veilbench.privacy.ledger`);
 * ``reports/index.md``: links to all of the above.
 
 The report is also an MLflow run (stage ``report``) holding the ledger and the composed budgets.
@@ -23,6 +23,7 @@ Every number shown comes from a run; nothing is typed in.
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -386,8 +387,13 @@ def claims_section(cfg: Config, rows: list[dict[str, Any]], split_spread: dict[s
     return lines, records
 
 
+def _metric_key(*parts: str) -> str:
+    """An MLflow-safe metric name from ``parts`` (characters outside [A-Za-z0-9_.-/ ] become ``_``)."""
+    return "/".join(re.sub(r"[^A-Za-z0-9_.\-/ ]", "_", p) for p in parts)
+
+
 def ledger_section(cfg: Config, root: Path) -> tuple[list[str], list[dict[str, Any]], dict[str, Any]]:
-    """Markdown lines, ledger rows and composed budgets of every release of the configured sweeps."""
+    """Markdown lines, ledger rows and, per deployment (dataset, sweep, cell), what one seed's run spends."""
     from veilbench.privacy.ledger import LedgerEntry, compose
 
     rows: list[dict[str, Any]] = []
@@ -397,17 +403,28 @@ def ledger_section(cfg: Config, root: Path) -> tuple[list[str], list[dict[str, A
             rows += read_json(p)
     if not rows:
         return ["## Privacy ledger", "", "No differentially private release in the evaluated sweeps.", ""], rows, {}
-    totals = compose(LedgerEntry(**r) for r in rows)
-    header = ["dataset", "releases", "ε (basic)", "δ (basic)", "ε (advanced, δ'=1e-6)", "δ (advanced)"]
-    md = [[d, str(c.n_releases), f"{c.epsilon_basic:.4g}", f"{c.delta_basic:.3g}", f"{c.epsilon_advanced:.4g}",
-           f"{c.delta_advanced:.3g}"] for d, c in sorted(totals.items())]
+    entries = [LedgerEntry.from_dict(r) for r in rows]
+    rows = [e.as_dict() for e in entries]
+    totals = compose(entries)
+    worst = {}
+    for e in entries:
+        k = (e.dataset, e.sweep, e.cell)
+        worst[k] = max(worst.get(k, 0.0), e.delta_achieved / e.delta if e.delta > 0 else math.inf)
+    header = ["dataset", "sweep", "cell", "releases", "z_eff = σ/Δ", "ε (PLD)", "at δ", "ε (basic)",
+              "δ achieved / target"]
+    md = [[c.dataset, c.sweep, c.cell, str(c.n_releases),
+           "—" if c.noise_multiplier is None else f"{c.noise_multiplier:.4g}", f"{c.epsilon:.4g}",
+           f"{c.delta:.3g}", f"{c.epsilon_basic:.4g}", f"{worst[k]:.3g}"] for k, c in sorted(totals.items())]
     lines = ["## Privacy ledger", "",
-             "Every (ε, δ)-DP release made by the evaluated sweeps, composed per data set (a cell and seed that "
-             "releases q score vectors separately counts q releases). Cells are alternative configurations, so "
-             "this is the cost if every released object were published; the total is the smaller of the two "
-             "compositions.", "",
+             "What one deployment spends: each cell is one deployable configuration and its seeds repeat it, so "
+             "the releases of one seed (a cell that releases q score vectors separately makes q releases) are "
+             "composed with dp_accounting's privacy-loss distributions; alternative cells are not composed. The "
+             "Gaussian releases compose exactly into one Gaussian of noise multiplier z_eff. *δ achieved / target* > 1 "
+             "marks a calibration used beyond its validity (allowed by `allow_invalid_calibration`): those "
+             "releases are only (ε, δ achieved)-DP, and their ε (PLD) at the target δ exceeds the claimed ε.", "",
              _markdown(header, md), "Full ledger: `privacy_ledger.csv`.", ""]
-    composed = {d: {"n_releases": c.n_releases, "epsilon": c.epsilon, "delta": c.delta} for d, c in totals.items()}
+    composed = {_metric_key(*k): {"n_releases": c.n_releases, "epsilon": c.epsilon, "delta": c.delta}
+                for k, c in totals.items()}
     return lines, rows, composed
 
 
@@ -460,7 +477,8 @@ def report(params_path: str | Path | None = None, root: Path | None = None) -> P
     ledger_lines, ledger_rows, composed = ledger_section(cfg, root)
     lines += ledger_lines
     ledger_csv = reports / "privacy_ledger.csv"
-    columns = ["dataset", "sweep", "cell", "seed", "mechanism", "epsilon", "delta", "count"]
+    columns = ["dataset", "sweep", "cell", "seed", "mechanism", "epsilon", "delta", "count", "noise_multiplier",
+               "delta_achieved"]
     atomic_write_text(ledger_csv, pd.DataFrame(ledger_rows, columns=columns).to_csv(index=False))
     out = reports / "index.md"
     atomic_write_text(out, "\n".join(lines) + "\n")

@@ -249,7 +249,8 @@ def run_sweep_stage(stage: str, sweep: str, params_path: str | Path | None = Non
 
 def _ledger_entries(out_root: Path, sweep: str, dataset: str, cells: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """One privacy-ledger entry per (cell, seed) whose release reported ``dp_epsilon``/``dp_delta``
-    (and ``dp_releases``, the number of separate releases at that budget, default 1)."""
+    (and ``dp_releases``, the number of separate releases at that budget, default 1; ``dp_noise_multiplier``,
+    σ/Δ of each release when it is Gaussian)."""
     from veilbench.privacy.ledger import LedgerEntry
 
     entries = []
@@ -259,7 +260,8 @@ def _ledger_entries(out_root: Path, sweep: str, dataset: str, cells: dict[str, d
             if "dp_epsilon" in metrics:
                 entries.append(LedgerEntry(dataset, sweep, cell, int(seed), _method(options, manifest["params"]["family"]),
                                            float(metrics["dp_epsilon"]), float(metrics.get("dp_delta", 0.0)),
-                                           int(metrics.get("dp_releases", 1))).as_dict())
+                                           int(metrics.get("dp_releases", 1)),
+                                           metrics.get("dp_noise_multiplier")).as_dict())
     return entries
 
 

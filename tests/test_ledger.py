@@ -1,64 +1,115 @@
-"""Privacy ledger: composition by hand-computable cases, entry validation."""
+"""Privacy ledger: PLD composition per deployment (dataset, sweep, cell), entry validation, pipeline."""
 
 from __future__ import annotations
 
 import math
 
 import numpy as np
-
 import pytest
+from scipy.optimize import brentq
 
+from veilbench.privacy.calibration import achieved_delta, analytic_sigma, classical_noise_multiplier
 from veilbench.privacy.ledger import LedgerEntry, compose
 from veilbench.validation import ValidationError
 
 
-def _e(dataset: str, eps: float, delta: float, seed: int = 0) -> LedgerEntry:
-    return LedgerEntry(dataset, "sw", "c", seed, "gaussian", eps, delta)
+def _e(eps: float, delta: float, *, cell: str = "c", seed: int = 0, count: int = 1, z: float | None = None,
+       dataset: str = "a") -> LedgerEntry:
+    return LedgerEntry(dataset, "sw", cell, seed, "gaussian", eps, delta, count, z)
 
 
-def test_basic_composition_sums_per_dataset() -> None:
-    totals = compose([_e("a", 1.0, 1e-5), _e("a", 2.0, 1e-5, 1), _e("b", 0.5, 1e-6)])
-    assert totals["a"].n_releases == 2
-    assert totals["a"].epsilon_basic == 3.0 and math.isclose(totals["a"].delta_basic, 2e-5)
-    assert totals["b"].epsilon_basic == 0.5 and totals["b"].n_releases == 1
+def exact_gaussian_epsilon(z: float, delta: float) -> float:
+    """ε at which a Gaussian mechanism with noise multiplier z meets δ exactly (Balle & Wang profile)."""
+    return brentq(lambda e: achieved_delta(z, 1.0, e) - delta, 1e-9, 1e4, xtol=1e-12)
 
 
-def test_advanced_composition_wins_for_many_small_releases() -> None:
-    k, eps = 400, 0.01
-    c = compose([_e("a", eps, 1e-8, s) for s in range(k)])["a"]
-    expected = math.sqrt(2 * k * math.log(1e6)) * eps + k * eps * math.expm1(eps)
-    assert math.isclose(c.epsilon_advanced, expected)
-    assert c.epsilon == c.epsilon_advanced < c.epsilon_basic == pytest.approx(4.0)
-    assert math.isclose(c.delta, 1e-6 + k * 1e-8)
+def test_one_analytic_release_spends_its_claimed_epsilon() -> None:
+    z = analytic_sigma(1.0, 2.0, 1e-5)
+    c = compose([_e(2.0, 1e-5, z=z)])[("a", "sw", "c")]
+    assert c.epsilon == pytest.approx(2.0, rel=2e-3) and c.delta == 1e-5
+    assert c.epsilon >= 2.0 * (1 - 1e-6)  # pessimistic discretisation: never below the truth
 
 
-def test_a_non_private_release_makes_the_total_infinite() -> None:
-    c = compose([_e("a", 1.0, 1e-5), _e("a", math.inf, 0.0)])["a"]
+def test_gaussian_releases_compose_exactly_and_far_below_basic_composition() -> None:
+    """q releases at noise multiplier z are one Gaussian with z/√q; PLD matches its exact ε."""
+    q, eps, delta = 200, 1.0, 1e-5
+    z = analytic_sigma(1.0, eps, delta)
+    c = compose([_e(eps, delta, z=z, count=q)])[("a", "sw", "c")]
+    assert c.noise_multiplier == pytest.approx(z / math.sqrt(q))
+    assert c.epsilon == pytest.approx(exact_gaussian_epsilon(z / math.sqrt(q), delta), rel=5e-3)
+    assert c.epsilon < 0.25 * c.epsilon_basic == pytest.approx(0.25 * q * eps)
+    # separate entries and one entry with a count are the same deployment cost
+    many = compose([_e(eps, delta, z=z) for _ in range(q)])[("a", "sw", "c")]
+    assert many.epsilon == pytest.approx(c.epsilon, rel=1e-9) and many.n_releases == q
+
+
+def test_alternative_cells_and_repeated_seeds_are_not_composed() -> None:
+    z = analytic_sigma(1.0, 1.0, 1e-5)
+    entries = [_e(1.0, 1e-5, cell=cell, seed=s, z=z) for cell in ("x", "y") for s in range(3)]
+    totals = compose(entries)
+    assert set(totals) == {("a", "sw", "x"), ("a", "sw", "y")}
+    for c in totals.values():
+        assert c.epsilon == pytest.approx(1.0, rel=2e-3) and c.n_releases == 1
+    other = compose(entries + [_e(1.0, 1e-5, cell="x", dataset="b", z=z)])
+    assert len(other) == 3
+
+
+def test_epsilon_delta_only_entries_compose_with_pld() -> None:
+    """Without z, two (1, 1e-5) releases cost at most basic composition, reported at δ = 2e-5."""
+    c = compose([_e(1.0, 1e-5), _e(1.0, 1e-5, count=1)])[("a", "sw", "c")]
+    assert c.delta == pytest.approx(2e-5)
+    assert 1.0 < c.epsilon <= 2.0 + 1e-9
+    assert c.epsilon_basic == 2.0
+    single = compose([_e(3.0, 1e-5)])[("a", "sw", "c")]
+    assert single.epsilon == pytest.approx(3.0, rel=1e-3)
+
+
+def test_classical_beyond_validity_records_the_delta_achieved() -> None:
+    eps, delta = 16.0, 1e-5
+    z = classical_noise_multiplier(eps, delta)
+    entry = _e(eps, delta, z=z)
+    assert entry.delta_achieved == pytest.approx(achieved_delta(z, 1.0, eps))
+    assert entry.delta_achieved > 30 * delta
+    assert entry.as_dict()["delta_achieved"] == entry.delta_achieved
+    c = compose([entry])[("a", "sw", "c")]
+    assert c.epsilon > eps  # at the target δ this release spends more than it claims
+    assert c.delta_basic == pytest.approx(entry.delta_achieved)
+
+
+def test_a_non_private_release_makes_the_deployment_infinite() -> None:
+    c = compose([_e(1.0, 1e-5), _e(math.inf, 0.0)])[("a", "sw", "c")]
     assert math.isinf(c.epsilon)
 
 
-@pytest.mark.parametrize("eps,delta,field", [(0.0, 1e-5, "epsilon"), (-1.0, 1e-5, "epsilon"), (1.0, 1.0, "delta"), (1.0, -0.1, "delta")])
-def test_bad_entries_are_rejected(eps: float, delta: float, field: str) -> None:
+@pytest.mark.parametrize("eps,delta,z,field", [
+    (0.0, 1e-5, None, "epsilon"), (-1.0, 1e-5, None, "epsilon"), (1.0, 1.0, None, "delta"),
+    (1.0, -0.1, None, "delta"), (1.0, 1e-5, 0.0, "noise_multiplier"), (1.0, 1e-5, -2.0, "noise_multiplier"),
+    (1.0, 1e-5, float("nan"), "noise_multiplier"), (1.0, 1e-5, float("inf"), "noise_multiplier"),
+])
+def test_bad_entries_are_rejected(eps: float, delta: float, z: float | None, field: str) -> None:
     with pytest.raises(ValidationError, match=field):
-        _e("a", eps, delta)
+        _e(eps, delta, z=z)
 
 
-def test_count_composes_like_repeated_entries() -> None:
-    one = compose([LedgerEntry("a", "sw", "c", 0, "gaussian", 0.5, 1e-6, count=10)])["a"]
-    many = compose([_e("a", 0.5, 1e-6, s) for s in range(10)])["a"]
-    assert one == many
+def test_entry_round_trips_through_its_dict() -> None:
+    e = _e(1.0, 1e-5, z=3.0, count=4)
+    assert LedgerEntry.from_dict(e.as_dict()) == e
 
 
 def test_pipeline_ledger_records_each_private_release(tmp_path) -> None:
-    """The release stage turns dp_epsilon/dp_delta/dp_releases of each cell and seed into entries."""
+    """The release stage turns dp_epsilon/dp_delta/dp_releases/dp_noise_multiplier of each cell and seed
+    into entries; the deployment is one seed's releases."""
     from tasks.sweep import _ledger_entries
     from veilbench.io import write_bundle
 
+    z = analytic_sigma(1.0, 2.0, 1e-5)
     out = tmp_path / "release" / "sw"
-    for cell, metrics in {"eps": {"dp_epsilon": 2.0, "dp_delta": 1e-5, "dp_releases": 3.0}, "clean": {}}.items():
-        write_bundle(out / cell, {"x": np.zeros(1)},
-                     {"params": {"family": "scoreshield"}, "per_seed": {"0": metrics, "1": metrics}})
+    metrics = {"dp_epsilon": 2.0, "dp_delta": 1e-5, "dp_releases": 3.0, "dp_noise_multiplier": z}
+    for cell, m in {"eps": metrics, "clean": {}}.items():
+        write_bundle(out / cell, {"x": np.zeros(1)}, {"params": {"family": "scoreshield"}, "per_seed": {"0": m, "1": m}})
     entries = _ledger_entries(out, "sw", "digits", {"eps": {"mechanism": "gaussian"}, "clean": {"mechanism": "clean"}})
-    assert [(e["cell"], e["seed"], e["count"]) for e in entries] == [("eps", 0, 3), ("eps", 1, 3)]
-    total = compose(LedgerEntry(**e) for e in entries)["digits"]
-    assert total.epsilon_basic == 12.0 and total.n_releases == 6
+    assert [(e["cell"], e["seed"], e["count"], e["noise_multiplier"]) for e in entries] == [("eps", 0, 3, z),
+                                                                                          ("eps", 1, 3, z)]
+    total = compose(LedgerEntry.from_dict(e) for e in entries)[("digits", "sw", "eps")]
+    assert total.n_releases == 3 and total.epsilon_basic == 6.0
+    assert total.epsilon == pytest.approx(exact_gaussian_epsilon(z / math.sqrt(3), 1e-5), rel=5e-3)

@@ -69,6 +69,29 @@ def test_centered_solution_is_optimal_on_the_centered_subspace():
     assert np.trace(nki.Z_.T @ m @ nki.Z_) == pytest.approx(smallest_eigen_sum(t.T @ m @ t, 2), rel=1e-9)
 
 
+@pytest.mark.parametrize("graph", ["gl", "tsl"])
+def test_graph_regularised_nki_minimises_the_graph_objective(graph):
+    """Z* minimises tr(Zᵀ(M/tr M + μ B/tr B)Z) over ZᵀZ = I, B the anchor-graph Laplacian (spec §2.6–2.7).
+
+    The graph term enters with a plus sign: anchors that are kNN neighbours get close features.
+    The same Z* is therefore not optimal for the objective with the graph term subtracted.
+    """
+    reps = anchor_reps(9)
+    labels = np.arange(60) % 3
+    lam, gamma, mu = 0.5, 0.7, 2.0
+    nki = NKI(n_components=3, gamma=gamma, lam=lam, graph=graph, mu=mu, k_nn=5).fit(reps, anchor_labels=labels)
+    m = lam * sum(np.linalg.inv(rbf_kernel(a, a, gamma) + lam * np.eye(60)) for a in reps)
+    b = anchor_graph_laplacian(reps, graph, k_nn=5, anchor_labels=labels)
+    plus = m / np.trace(m) + mu * b / np.trace(b)
+    minus = m / np.trace(m) - mu * b / np.trace(b)
+    assert np.trace(nki.Z_.T @ plus @ nki.Z_) == pytest.approx(smallest_eigen_sum(plus, 3), rel=1e-9)
+    assert np.trace(nki.Z_.T @ minus @ nki.Z_) > smallest_eigen_sum(minus, 3) + 1e-3
+    # neighbouring anchors end up closer than random pairs of anchors
+    w = -b + np.diag(np.diag(b))
+    sq = ((nki.Z_[:, None, :] - nki.Z_[None, :, :]) ** 2).sum(-1)
+    assert np.sum(w * sq) / np.sum(w) < sq.mean()
+
+
 def test_graph_laplacians_are_valid_and_tsl_is_label_restricted():
     reps = anchor_reps(5)
     labels = np.arange(60) % 3

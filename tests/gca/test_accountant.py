@@ -52,3 +52,16 @@ def test_noise_multiplier_of_the_simulator():
 def test_bad_input_names_field(kwargs, field):
     with pytest.raises(ValidationError, match=field):
         dp_fedavg_epsilon(**kwargs)
+
+
+@pytest.mark.parametrize("z,rounds", [(1.0, 5), (2.0, 50)])
+def test_ledger_pld_of_the_rounds_is_tighter_than_the_rdp_accountant(z, rounds):
+    """The ledger composes R rounds of multiplier z with dp_accounting's PLD: exact up to discretisation,
+    so at most the RDP ε and not far below it."""
+    from veilbench.privacy.ledger import LedgerEntry, compose
+
+    rdp = dp_fedavg_epsilon(z, rounds, 1e-5)
+    entry = LedgerEntry("d", "s", "dpfedavg", 0, "dpfedavg", dp_fedavg_epsilon(z, 1, 1e-5), 1e-5, rounds, z)
+    pld = compose([entry])[("d", "s", "dpfedavg")].epsilon
+    assert 0.7 * rdp < pld <= rdp
+    assert achieved_delta(z, math.sqrt(rounds), pld) <= 1e-5 * 1.001

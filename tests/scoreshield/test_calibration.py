@@ -8,15 +8,21 @@ import warnings
 import numpy as np
 import pytest
 
+from pydantic import ValidationError as PydanticValidationError
+
 from veilbench.privacy.calibration import (
     ClassicalCalibrationWarning,
     achieved_delta,
     analytic_sigma,
     calibrate_sigma,
+    classical_noise_multiplier,
     classical_sigma,
+    classical_validity_limit,
     conservative_sigma,
 )
+from veilbench.privacy.ledger import LedgerEntry
 from veilbench.scoreshield import family
+from veilbench.validation import ValidationError
 
 # Spec §2 validity table (Δ = 2): ε, δ, σ classical, σ analytic, exact δ achieved by classical σ.
 SPEC_TABLE = [
@@ -36,7 +42,7 @@ CLASSICAL_GRID = [(15, 1e-7, 0.762), (20, 1e-3, 0.378), (35, 1e-4, 0.248), (70, 
 def test_spec_table(eps, delta, sig_cl, sig_an, delta_cl):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ClassicalCalibrationWarning)
-        cl = classical_sigma(2.0, eps, delta)
+        cl = classical_sigma(2.0, eps, delta, allow_invalid=True)
     assert cl == pytest.approx(2.0 * math.sqrt(2.0 * math.log(1.25 / delta)) / eps, rel=1e-12)
     assert round(cl, 3) == pytest.approx(sig_cl, abs=1e-3)
     assert round(analytic_sigma(2.0, eps, delta), 3) == pytest.approx(sig_an, abs=1e-3)
@@ -46,8 +52,10 @@ def test_spec_table(eps, delta, sig_cl, sig_an, delta_cl):
 
 @pytest.mark.parametrize(("eps", "delta", "sig"), CLASSICAL_GRID)
 def test_classical_grid(eps, delta, sig):
-    with pytest.warns(ClassicalCalibrationWarning):
-        assert classical_sigma(2.0, eps, delta) == pytest.approx(sig, abs=6e-4)
+    with pytest.raises(ValidationError, match=r"epsilon: .*only for epsilon in \(0, "):
+        classical_sigma(2.0, eps, delta)
+    with pytest.warns(ClassicalCalibrationWarning, match="only"):
+        assert classical_sigma(2.0, eps, delta, allow_invalid=True) == pytest.approx(sig, abs=6e-4)
 
 
 @pytest.mark.parametrize(("sens", "eps", "delta"), [(2.0, 0.5, 1e-5), (2.0, 1.0, 1e-5), (1.0, 4.0, 1e-6)])
@@ -82,11 +90,48 @@ def test_classical_warns_from_epsilon_one_only():
         calibrate_sigma(2.0, 1.0, 1e-5, "classical")
 
 
-def test_family_release_warns_for_classical_at_large_epsilon(tiny_inputs):
-    p = family.Params(mechanism="gaussian", epsilon=10.0, calibrator="classical", n_queries=5)
-    with pytest.warns(ClassicalCalibrationWarning):
+@pytest.mark.parametrize("delta", [1e-7, 1e-5, 1e-2])
+def test_classical_is_refused_exactly_beyond_its_validity_limit(delta):
+    """Below the limit the classical σ meets δ (exact profile), above it misses δ and is refused."""
+    limit = classical_validity_limit(delta)
+    assert 1.0 < limit < 10.0
+    z = classical_noise_multiplier(limit, delta)
+    assert achieved_delta(z, 1.0, limit) == pytest.approx(delta, rel=1e-6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ClassicalCalibrationWarning)
+        sigma = classical_sigma(2.0, 0.99 * limit, delta)
+    assert achieved_delta(sigma, 2.0, 0.99 * limit) <= delta
+    for calibrate in (lambda: classical_sigma(2.0, 1.01 * limit, delta),
+                      lambda: calibrate_sigma(2.0, 1.01 * limit, delta, "classical")):
+        with pytest.raises(ValidationError, match=rf"epsilon: .*\(0, {limit:.4g}\].*epsilon={1.01 * limit:g}"):
+            calibrate()
+
+
+def test_family_refuses_classical_beyond_validity_unless_allowed(tiny_inputs):
+    with pytest.raises(PydanticValidationError, match=r"epsilon: calibrator 'classical' meets delta=1e-05 only for "
+                                                      r"epsilon in \(0, 8.42\]; at epsilon=10"):
+        family.Params(mechanism="gaussian", epsilon=10.0, calibrator="classical", n_queries=5)
+    family.Params(mechanism="gaussian", epsilon=8.0, calibrator="classical", n_queries=5)  # valid: exact δ ≤ 1e-5
+    p = family.Params(mechanism="gaussian", epsilon=10.0, calibrator="classical", n_queries=5,
+                      allow_invalid_calibration=True)
+    with pytest.warns(ClassicalCalibrationWarning, match="only"):
         out = family.release(tiny_inputs, p, seed=0)
-    assert out.info["sigma"] == pytest.approx(2.0 * math.sqrt(2.0 * math.log(1.25e5)) / 10.0)
+    sigma = 2.0 * math.sqrt(2.0 * math.log(1.25e5)) / 10.0
+    assert out.info["sigma"] == pytest.approx(sigma)
+    # the ledger gets σ/Δ, from which it records the δ actually achieved (> the target 1e-5)
+    z = out.metrics["dp_noise_multiplier"]
+    assert z == pytest.approx(sigma / 2.0)
+    entry = LedgerEntry("d", "s", "c", 0, "gaussian", 10.0, out.metrics["dp_delta"], 5, z)
+    assert entry.delta_achieved == pytest.approx(2.27e-5, rel=0.01)
+
+
+@pytest.mark.parametrize("calibrator", ["analytic", "classical", "conservative"])
+def test_infinite_epsilon_is_a_clear_error(calibrator):
+    """ε = ∞ is no privacy: refused by the calibrators and the cell options, which point to 'clean'."""
+    with pytest.raises(ValidationError, match=r"epsilon: must be finite, in \(0, ∞\).*clean"):
+        calibrate_sigma(2.0, math.inf, 1e-5, calibrator)
+    with pytest.raises(PydanticValidationError, match=r"epsilon: must be a finite number in \(0, ∞\), got inf.*clean"):
+        family.Params(mechanism="gaussian", epsilon=math.inf, calibrator=calibrator)
 
 
 @pytest.mark.parametrize(("kwargs", "field"), [
@@ -98,8 +143,6 @@ def test_family_release_warns_for_classical_at_large_epsilon(tiny_inputs):
     (dict(sensitivity=2.0, epsilon=float("nan"), delta=1e-5), "epsilon"),
 ])
 def test_bad_budget_names_field(kwargs, field):
-    from veilbench.validation import ValidationError
-
     for calibrator in ("analytic", "classical", "conservative"):
         with pytest.raises(ValidationError, match=field):
             calibrate_sigma(calibrator=calibrator, **kwargs)

@@ -62,6 +62,17 @@ def _set(path: str, value: object) -> Callable[[dict], dict]:
     return mutate
 
 
+def _set_many(values: dict[str, object]) -> Callable[[dict], dict]:
+    """A mutation setting several dotted keys at once."""
+
+    def mutate(params: dict) -> dict:
+        for path, value in values.items():
+            params = _set(path, value)(params)
+        return params
+
+    return mutate
+
+
 def _drop(path: str) -> Callable[[dict], dict]:
     def mutate(params: dict) -> dict:
         node = params
@@ -94,6 +105,14 @@ PARAMS_CASES: list[tuple[str, Callable[[dict], dict | str] | str, tuple[str, ...
     ("epsilon-negative", _set(f"{SW}.params.epsilon", -1.0), (f"{CELL}.epsilon", "greater than 0", "-1.0")),
     ("epsilon-nan", _set(f"{SW}.params.epsilon", float("nan")), (f"{CELL}.epsilon",)),
     ("epsilon-not-a-number", _set(f"{SW}.params.epsilon", "lots"), (f"{CELL}.epsilon", "valid number")),
+    ("epsilon-infinite", _set(f"{SW}.params.epsilon", float("inf")), (f"{CELL}.epsilon", "finite number in (0, ∞)",
+                                                                      "got inf", "mechanism: clean")),
+    ("classical-beyond-validity", _set_many({f"{SW}.params.mechanism": "gaussian", f"{SW}.params.epsilon": 16.0,
+                                             f"{SW}.params.calibrator": "classical"}),
+     (CELL, "epsilon: calibrator 'classical'", "only for epsilon in (0, 8.42]", "at epsilon=16",
+      "allow_invalid_calibration")),
+    ("audit-releases-too-few", _set(f"{SW}.params.audit_releases", 10),
+     (f"{CELL}.audit_releases", "greater than or equal to 100")),
     ("delta-zero", _set(f"{SW}.params.delta", 0.0), (f"{CELL}.delta", "greater than 0")),
     ("delta-one", _set(f"{SW}.params.delta", 1.0), (f"{CELL}.delta", "less than 1")),
     ("delta-above-one", _set(f"{SW}.params.delta", 1.5), (f"{CELL}.delta", "less than 1", "1.5")),

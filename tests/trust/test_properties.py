@@ -8,7 +8,7 @@ classes), and every input meeting that contract is accepted.
 
 Schema: any mapping built from random YAML values, or a valid params mapping with one value
 replaced by a random one, gives a ``Config`` or a ``ConfigError``; the privacy budget is accepted
-exactly when ε > 0 and δ ∈ (0, 1).
+exactly when ε ∈ (0, ∞) (finite: ε = ∞ is the clean release, not a budget) and δ ∈ (0, 1).
 """
 
 from __future__ import annotations
@@ -263,7 +263,7 @@ def test_privacy_budget_is_accepted_exactly_when_in_range(epsilon, delta) -> Non
     raw = trust_params()
     raw["sweeps"][SWEEP]["params"].update({"mechanism": "gaussian", "epsilon": epsilon, "delta": delta})
     cfg = _validate(raw)
-    in_range = (not math.isnan(epsilon)) and epsilon > 0 and (not math.isnan(delta)) and 0 < delta < 1
+    in_range = math.isfinite(epsilon) and epsilon > 0 and (not math.isnan(delta)) and 0 < delta < 1
     assert (cfg is not None) == in_range, (epsilon, delta)
     if cfg is None:
         with pytest.raises(ConfigError, match=r"epsilon|delta"):

@@ -8,6 +8,10 @@ is run many times on each, the statistic is the first coordinate of :math:`\thet
 (mean :math:`p_0 c` vs 0), and :func:`veilbench.privacy.audit.epsilon_lower_bound` turns the two
 samples into a lower bound on ε, to be compared with the accountant's claim for one round.
 ``noise_scale`` < 1 simulates a mis-calibrated server (less noise than the accountant assumes).
+
+The statistic's gap over its noise std is :math:`p_0 c / (z c \max_i p_i) = 1/z`, the separation
+:func:`veilbench.privacy.audit.plan_audit` needs to state the audit's power against a half-noise
+server; by default the run count is the smallest that flags such a server with ≥ 95 % probability.
 """
 
 from __future__ import annotations
@@ -18,13 +22,13 @@ import numpy as np
 
 from veilbench.gca.accountant import dp_fedavg_epsilon
 from veilbench.gca.aggregation import dp_fedavg
-from veilbench.privacy.audit import AuditResult, epsilon_lower_bound
+from veilbench.privacy.audit import AuditPlan, AuditResult, epsilon_lower_bound, plan_audit
 from veilbench.validation import check_in_range
 
 
 @dataclass(frozen=True)
 class DpFedAvgAudit:
-    """The claimed one-round ε (accountant) and the empirical lower bound."""
+    """The claimed one-round ε (accountant), the empirical lower bound and what the run count can decide."""
 
     epsilon_claimed: float
     audit: AuditResult
@@ -33,26 +37,36 @@ class DpFedAvgAudit:
     def violated(self) -> bool:
         return self.audit.epsilon_lower_bound > self.epsilon_claimed
 
+    @property
+    def plan(self) -> AuditPlan:
+        assert self.audit.plan is not None
+        return self.audit.plan
+
 
 def audit_dp_fedavg_round(
     n_clients: int = 4,
     clip: float = 1.0,
     noise_multiplier: float = 1.0,
     delta: float = 1e-2,
-    n_runs: int = 4000,
+    n_runs: int | None = None,
     noise_scale: float = 1.0,
     seed: int = 0,
+    alpha: float = 0.05,
 ) -> DpFedAvgAudit:
     """Audit one DP-FedAvg round with equal weights p_i = 1/C.
 
     ``noise_multiplier`` z is the accountant's: server noise std s = z·c·max p_i, passed to
-    ``dp_fedavg`` as σ = s·C (it adds N(0, (σ/C)²)), times ``noise_scale``.
+    ``dp_fedavg`` as σ = s·C (it adds N(0, (σ/C)²)), times ``noise_scale``. ``n_runs`` rounds per
+    neighbour, or ``None`` for the count :func:`~veilbench.privacy.audit.plan_audit` picks.
     """
     c = int(check_in_range(n_clients, "n_clients", 1, None))
     check_in_range(noise_scale, "noise_scale", 0.0, None, low_inclusive=False)
     weights = np.full(c, 1.0 / c)
     s = noise_multiplier * clip * weights.max()
     sigma = s * c * noise_scale
+    claimed = dp_fedavg_epsilon(noise_multiplier, 1, delta)
+    plan = plan_audit(1.0 / noise_multiplier, claimed, delta, alpha, n_runs)
+    n_runs = plan.n_releases
     rng = np.random.default_rng(seed)
     theta = np.zeros(1)
     canary = np.zeros((c, 1))
@@ -60,5 +74,4 @@ def audit_dp_fedavg_round(
     absent = np.zeros((c, 1))
     with_canary = np.array([dp_fedavg(theta, canary, weights, clip, sigma, rng)[0] for _ in range(n_runs)])
     without = np.array([dp_fedavg(theta, absent, weights, clip, sigma, rng)[0] for _ in range(n_runs)])
-    claimed = dp_fedavg_epsilon(noise_multiplier, 1, delta)
-    return DpFedAvgAudit(claimed, epsilon_lower_bound(with_canary, without, delta, seed=seed))
+    return DpFedAvgAudit(claimed, epsilon_lower_bound(with_canary, without, delta, alpha, seed=seed, plan=plan))

@@ -240,8 +240,10 @@ def attack(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
 
         audit = audit_dp_fedavg_round(n_clients=len(data.client_ids), clip=params.dp_clip,
                                       noise_multiplier=float(rel["dp_noise_multiplier"][0]), delta=params.dp_delta,
-                                      n_runs=2000, seed=seed)
+                                      seed=seed)
         arrays["audit_round_epsilon"] = np.array([audit.audit.epsilon_lower_bound, audit.epsilon_claimed])
+        arrays["audit_round_plan"] = np.array([audit.plan.max_certifiable_epsilon, audit.plan.power_half_noise,
+                                               float(audit.plan.decidable), audit.plan.n_releases])
         info["audit"] = "one DP-FedAvg round, canary client update c·e1 vs absent"
     return StageOutput(arrays=arrays, info=info)
 
@@ -293,6 +295,11 @@ def evaluate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
         lower, claimed = inputs["attack"]["audit_round_epsilon"]
         metrics["privacy_epsilon_lower_bound_round"] = float(lower)
         metrics["privacy_epsilon_claimed_round"] = float(claimed)
+        if "audit_round_plan" in inputs["attack"]:  # what the audit's run count can decide (veilbench.privacy.audit)
+            cert, power, decidable, runs = inputs["attack"]["audit_round_plan"]
+            metrics.update(privacy_audit_max_certifiable_epsilon_round=float(cert),
+                           privacy_audit_power_half_noise_round=float(power),
+                           privacy_audit_decidable_round=float(decidable), privacy_audit_releases_round=float(runs))
     if params.method in PARAMETER_SHARING or params.method == "gca":
         metrics.update(_privacy_metrics(inputs, params, seed))
     return StageOutput(metrics=metrics)

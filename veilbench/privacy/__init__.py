@@ -1,11 +1,14 @@
-"""Differential-privacy primitives shared by every family: noise calibration and audits."""
+"""Differential-privacy primitives shared by every family: noise calibration, audits with stated
+power (:mod:`.audit`) and the per-deployment privacy ledger (:mod:`.ledger`)."""
 
 from veilbench.privacy.calibration import (
     CALIBRATORS,
     achieved_delta,
     analytic_sigma,
     calibrate_sigma,
+    classical_noise_multiplier,
     classical_sigma,
+    classical_validity_limit,
     conservative_sigma,
 )
 
@@ -14,6 +17,8 @@ __all__ = [
     "achieved_delta",
     "analytic_sigma",
     "calibrate_sigma",
+    "classical_noise_multiplier",
     "classical_sigma",
+    "classical_validity_limit",
     "conservative_sigma",
 ]

@@ -3,8 +3,12 @@ r"""Gaussian-mechanism noise calibration: σ = calib(Δ, ε, δ).
 Three calibrators (ScoreShield spec §2, shared with DP-FedAvg and any Gaussian release):
 
 * ``classical`` (Dwork & Roth 2014, Thm A.1): :math:`\sigma = \Delta\sqrt{2\ln(1.25/\delta)}/\varepsilon`.
-  Only proven for ε < 1; for ε ≳ 1 it can miss the target δ badly (spec §2 table), so asking
-  for it at ε ≥ 1 emits a :class:`ClassicalCalibrationWarning`.
+  The theorem covers ε < 1 only. σ/Δ depends on (ε, δ) alone, so whether the release still meets
+  δ is decided by the exact profile below: δ_achieved = ``achieved_delta(σ, Δ, ε)``. Where
+  δ_achieved > δ (from ε = :func:`classical_validity_limit` (δ) on, ≈ 8.4 at δ = 1e-5) the calibration is
+  refused with a :class:`~veilbench.validation.ValidationError` unless ``allow_invalid=True``
+  (then the release is (ε, δ_achieved)-DP, which is what a ledger must record); between ε = 1
+  and that limit it emits a :class:`ClassicalCalibrationWarning`.
 * ``analytic`` (Balle & Wang 2018, Thm 8): the smallest σ with
 
   .. math:: \Phi\Big(\tfrac{\Delta}{2\sigma} - \tfrac{\varepsilon\sigma}{\Delta}\Big)
@@ -29,12 +33,17 @@ from veilbench.validation import ValidationError, check_epsilon_delta, check_in_
 
 
 class ClassicalCalibrationWarning(UserWarning):
-    """The classical Gaussian calibration was requested where it is not proven DP (ε ≥ 1)."""
+    """The classical Gaussian calibration was requested outside its theorem (ε ≥ 1)."""
 
 
 def _check(sensitivity: float, epsilon: float, delta: float) -> tuple[float, float, float]:
     sens = check_in_range(sensitivity, "sensitivity", 0.0, None, low_inclusive=False)
     eps, dlt = check_epsilon_delta(epsilon, delta)
+    if not math.isfinite(eps):
+        raise ValidationError(
+            f"epsilon: must be finite, in (0, ∞), to calibrate noise; got {eps}. ε = ∞ is no privacy: "
+            "release without noise (ScoreShield mechanism='clean') instead"
+        )
     return sens, eps, dlt
 
 
@@ -55,17 +64,65 @@ def achieved_delta(sigma: float, sensitivity: float, epsilon: float) -> float:
     return max(first - second, 0.0)
 
 
-def classical_sigma(sensitivity: float, epsilon: float, delta: float) -> float:
-    """σ = Δ·√(2 ln(1.25/δ))/ε (Dwork & Roth). Warns when ε ≥ 1, where it is not proven DP."""
+def classical_noise_multiplier(epsilon: float, delta: float) -> float:
+    """σ/Δ of the classical calibration, √(2 ln(1.25/δ))/ε."""
+    _, eps, dlt = _check(1.0, epsilon, delta)
+    return math.sqrt(2.0 * math.log(1.25 / dlt)) / eps
+
+
+def classical_validity_limit(delta: float) -> float:
+    """Largest ε at which the classical σ still meets δ by the exact profile (Balle & Wang, Thm 8).
+
+    δ_achieved(ε) − δ changes sign once on ε ∈ (0, ∞): negative below the limit, positive above.
+
+    >>> round(classical_validity_limit(1e-5), 2)
+    8.42
+    """
+    _, dlt = check_epsilon_delta(1.0, delta)
+
+    def gap(log_eps: float) -> float:
+        eps = math.exp(log_eps)
+        return achieved_delta(classical_noise_multiplier(eps, dlt), 1.0, eps) - dlt
+
+    lo, hi = math.log(1e-3), math.log(10.0)
+    while gap(hi) < 0:
+        lo, hi = hi, hi + 1.0
+    return math.exp(brentq(gap, lo, hi, xtol=1e-12, rtol=1e-12))
+
+
+def classical_sigma(sensitivity: float, epsilon: float, delta: float, allow_invalid: bool = False) -> float:
+    """σ = Δ·√(2 ln(1.25/δ))/ε (Dwork & Roth).
+
+    Raises :class:`~veilbench.validation.ValidationError` naming ``epsilon`` where this σ misses δ
+    (ε above :func:`classical_validity_limit`) unless ``allow_invalid``; warns from ε ≥ 1, where the
+    classical theorem does not apply.
+    """
     sens, eps, dlt = _check(sensitivity, epsilon, delta)
+    sigma = sens * classical_noise_multiplier(eps, dlt)
     if eps >= 1.0:
-        warnings.warn(
-            f"classical Gaussian calibration at epsilon={eps:g} ≥ 1 is not proven (ε, δ)-DP; "
-            "use calibrator='analytic' (see achieved_delta for the δ it really gives)",
-            ClassicalCalibrationWarning,
-            stacklevel=2,
-        )
-    return sens * math.sqrt(2.0 * math.log(1.25 / dlt)) / eps
+        got = achieved_delta(sigma, sens, eps)
+        if got > dlt:
+            limit = classical_validity_limit(dlt)
+            if not allow_invalid:
+                raise ValidationError(
+                    f"epsilon: the classical calibration meets delta={dlt:g} only for epsilon in (0, {limit:.4g}]; "
+                    f"at epsilon={eps:g} its σ gives δ = {got:.3g} (exact Gaussian profile). Use "
+                    "calibrator='analytic', or allow_invalid_calibration=true to release at (ε, δ achieved)"
+                )
+            warnings.warn(
+                f"classical Gaussian calibration at epsilon={eps:g} is only (ε, {got:.3g})-DP, not (ε, {dlt:g})-DP "
+                f"(valid up to epsilon={limit:.4g}); allowed by allow_invalid_calibration",
+                ClassicalCalibrationWarning,
+                stacklevel=2,
+            )
+        else:
+            warnings.warn(
+                f"classical Gaussian calibration at epsilon={eps:g} ≥ 1 is outside its theorem; the exact "
+                f"profile gives δ = {got:.3g} ≤ {dlt:g}, so it is still (ε, δ)-DP (analytic needs less noise)",
+                ClassicalCalibrationWarning,
+                stacklevel=2,
+            )
+    return sigma
 
 
 def analytic_sigma(sensitivity: float, epsilon: float, delta: float, rtol: float = 1e-12) -> float:
@@ -109,12 +166,19 @@ CALIBRATORS: dict[str, Callable[[float, float, float], float]] = {
 }
 
 
-def calibrate_sigma(sensitivity: float, epsilon: float, delta: float, calibrator: str = "analytic") -> float:
-    """Dispatch to one of :data:`CALIBRATORS` by name (``analytic`` is the default)."""
+def calibrate_sigma(
+    sensitivity: float, epsilon: float, delta: float, calibrator: str = "analytic", allow_invalid: bool = False
+) -> float:
+    """Dispatch to one of :data:`CALIBRATORS` by name (``analytic`` is the default).
+
+    ``allow_invalid`` lets ``classical`` return its σ where it misses δ (see :func:`classical_sigma`).
+    """
     try:
         fn = CALIBRATORS[calibrator]
     except KeyError:
         raise ValidationError(
             f"calibrator: must be one of {sorted(CALIBRATORS)}, got {calibrator!r}"
         ) from None
+    if calibrator == "classical":
+        return classical_sigma(sensitivity, epsilon, delta, allow_invalid=allow_invalid)
     return fn(sensitivity, epsilon, delta)

@@ -1,32 +1,42 @@
-r"""A privacy ledger: every differentially private release, and what they cost together.
+r"""A privacy ledger: every differentially private release, and what one deployment spends.
 
-Each entry is ``count`` (ε, δ)-DP releases of one data set made by one cell and seed:
-``(dataset, sweep, cell, seed, mechanism, ε, δ, count)`` — e.g. q query score vectors released
-separately, each at (ε, δ), are one entry with ``count = q``.
-:func:`compose` totals the entries of a data set two ways:
+Each entry is ``count`` releases of one data set made by one cell and seed:
+``(dataset, sweep, cell, seed, mechanism, ε, δ, count, noise_multiplier)`` — e.g. q query score
+vectors released separately, each at (ε, δ), are one entry with ``count = q``. A Gaussian release
+carries its noise multiplier z = σ/Δ (noise std over L2 sensitivity); then its exact privacy profile
+is known and :attr:`LedgerEntry.delta_achieved` is the δ it really meets at ε (Balle & Wang 2018,
+Thm 8; above the target δ for a classical calibration used beyond its validity). An entry without
+z is only known to be (ε, δ)-DP.
 
-* basic composition (Dwork & Roth 2014, Thm 3.16): :math:`(\sum_i \varepsilon_i, \sum_i \delta_i)`;
-* advanced composition for k releases at the largest (ε, δ) (Dwork, Rothblum & Vadhan 2010):
-  :math:`\varepsilon' = \sqrt{2k\ln(1/\delta')}\,\varepsilon + k\varepsilon(e^{\varepsilon}-1)`,
-  :math:`\delta' + k\delta`, with slack :math:`\delta' = 10^{-6}` by default;
+**Deployments, not sweeps.** A cell is one deployable configuration; its seeds are repetitions of
+the same deployment and the sweep's other cells are alternatives to it, so neither is composed:
+:func:`compose` totals, per (dataset, sweep, cell), the releases *one seed* makes (the largest
+total over seeds) with Google's ``dp_accounting`` privacy-loss distributions (PLD):
 
-the reported total is the smaller ε of the two. Releases with ε = ∞ (no privacy) make the total
-infinite. Pipeline cells are different *configurations* of the same data: their composition is what
-an adversary seeing every released object would face, which is the honest number to show.
+* the Gaussian entries compose exactly into one Gaussian mechanism with
+  :math:`z_{\mathrm{eff}} = (\sum_i c_i / z_i^2)^{-1/2}` (the sum of independent Gaussian
+  releases of sensitivity-1 queries; Dong, Roth & Su 2022, Cor. 3.3), turned into a PLD by
+  ``from_gaussian_mechanism``;
+* each (ε, δ)-only entry enters as ``from_privacy_parameters`` self-composed ``count`` times;
+
+and the deployment spends ε = ``get_epsilon_for_delta(δ)`` at δ = the largest target δ of its
+entries (at least Σ c·δ over the (ε, δ)-only entries, the loss mass they leave at infinity). Basic composition :math:`(\sum c_i\varepsilon_i, \sum c_i\delta_i)` is kept beside it for
+reference. Releases with ε = ∞ (no privacy) make the total infinite.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 
+from veilbench.privacy.calibration import achieved_delta
 from veilbench.validation import ValidationError, check_in_range
 
 
 @dataclass(frozen=True)
 class LedgerEntry:
-    """``count`` (ε, δ)-DP releases of ``dataset``."""
+    """``count`` (ε, δ)-DP releases of ``dataset``; Gaussian ones with noise multiplier z = σ/Δ."""
 
     dataset: str
     sweep: str
@@ -36,6 +46,7 @@ class LedgerEntry:
     epsilon: float
     delta: float
     count: int = 1
+    noise_multiplier: float | None = None
 
     def __post_init__(self) -> None:
         if int(self.count) != self.count or self.count < 1:
@@ -43,47 +54,89 @@ class LedgerEntry:
         if not (self.epsilon > 0):
             raise ValidationError(f"epsilon: must be > 0 (or inf for no privacy), got {self.epsilon}")
         check_in_range(self.delta, "delta", 0.0, 1.0, high_inclusive=False)
+        if self.noise_multiplier is not None:
+            z = self.noise_multiplier
+            if not (math.isfinite(z) and z > 0):
+                raise ValidationError(f"noise_multiplier: must be a finite σ/Δ > 0 (or None), got {z}")
+
+    @property
+    def delta_achieved(self) -> float:
+        """δ each release meets at ε: the exact Gaussian profile with z, else the claimed δ."""
+        if self.noise_multiplier is None or math.isinf(self.epsilon):
+            return self.delta
+        return achieved_delta(self.noise_multiplier, 1.0, self.epsilon)
 
     def as_dict(self) -> dict[str, object]:
-        return asdict(self)
+        """The fields and the derived ``delta_achieved``."""
+        out = asdict(self)
+        out["delta_achieved"] = self.delta_achieved
+        return out
+
+    @classmethod
+    def from_dict(cls, row: dict[str, object]) -> LedgerEntry:
+        """Inverse of :meth:`as_dict` (derived keys are ignored)."""
+        return cls(**{f.name: row[f.name] for f in fields(cls) if f.name in row})
 
 
 @dataclass(frozen=True)
 class Composition:
-    """Total privacy cost of ``n_releases`` releases of one data set."""
+    """What one deployment (dataset, sweep, cell) spends over the releases of one seed."""
 
     dataset: str
+    sweep: str
+    cell: str
     n_releases: int
+    epsilon: float
+    delta: float
     epsilon_basic: float
     delta_basic: float
-    epsilon_advanced: float
-    delta_advanced: float
+    noise_multiplier: float | None
 
     @property
-    def epsilon(self) -> float:
-        return min(self.epsilon_basic, self.epsilon_advanced)
-
-    @property
-    def delta(self) -> float:
-        return self.delta_basic if self.epsilon_basic <= self.epsilon_advanced else self.delta_advanced
+    def key(self) -> tuple[str, str, str]:
+        return self.dataset, self.sweep, self.cell
 
 
-def compose(entries: Iterable[LedgerEntry], delta_slack: float = 1e-6) -> dict[str, Composition]:
-    """Per data set, the basic and advanced composition of its entries (see module docstring)."""
-    check_in_range(delta_slack, "delta_slack", 0.0, 1.0, low_inclusive=False, high_inclusive=False)
-    by_dataset: dict[str, list[LedgerEntry]] = {}
+def _pld_epsilon(entries: list[LedgerEntry], delta: float) -> tuple[float, float | None]:
+    """(ε at ``delta`` of the PLD composition of ``entries``, z_eff of their Gaussian part or None)."""
+    from dp_accounting.pld import privacy_loss_distribution as pld
+    from dp_accounting.pld.common import DifferentialPrivacyParameters
+
+    if any(math.isinf(e.epsilon) for e in entries):
+        return math.inf, None
+    precision = sum(e.count / e.noise_multiplier**2 for e in entries if e.noise_multiplier is not None)
+    z_eff = precision**-0.5 if precision > 0 else None
+    total = None
+    if z_eff is not None:
+        # the loss grows like 1/z²: a grid step ∝ max(1, 1/z²) keeps the relative precision and the size
+        step = 1e-4 * max(1.0, 1.0 / z_eff**2)
+        total = pld.from_gaussian_mechanism(z_eff, sensitivity=1.0, value_discretization_interval=step)
     for e in entries:
-        by_dataset.setdefault(e.dataset, []).append(e)
+        if e.noise_multiplier is None:
+            part = pld.from_privacy_parameters(DifferentialPrivacyParameters(e.epsilon, e.delta))
+            part = part.self_compose(int(e.count)) if e.count > 1 else part
+            total = part if total is None else total.compose(part)
+    return float(total.get_epsilon_for_delta(delta)), z_eff
+
+
+def compose(entries: Iterable[LedgerEntry]) -> dict[tuple[str, str, str], Composition]:
+    """Per deployment (dataset, sweep, cell): the PLD composition of one seed's releases (the largest
+    over seeds), at the largest target δ of its entries (see the module docstring)."""
+    by_run: dict[tuple[str, str, str], dict[int, list[LedgerEntry]]] = {}
+    for e in entries:
+        by_run.setdefault((e.dataset, e.sweep, e.cell), {}).setdefault(int(e.seed), []).append(e)
     out = {}
-    for dataset, es in by_dataset.items():
-        k = sum(int(e.count) for e in es)
-        eps_sum = math.fsum(e.count * e.epsilon for e in es)
-        delta_sum = min(1.0, math.fsum(e.count * e.delta for e in es))
-        eps_max = max(e.epsilon for e in es)
-        delta_max = max(e.delta for e in es)
-        if math.isinf(eps_max):
-            eps_adv = math.inf
-        else:
-            eps_adv = math.sqrt(2 * k * math.log(1 / delta_slack)) * eps_max + k * eps_max * math.expm1(min(eps_max, 700.0))
-        out[dataset] = Composition(dataset, k, eps_sum, delta_sum, eps_adv, min(1.0, delta_slack + k * delta_max))
+    for key, seeds in by_run.items():
+        best = None
+        for es in seeds.values():
+            # an (ε, δ)-only entry puts mass δ at infinite loss: the total cannot be reported below Σ c·δ
+            delta = max(max(e.delta for e in es),
+                        min(math.fsum(e.count * e.delta for e in es if e.noise_multiplier is None), 1.0))
+            eps, z_eff = _pld_epsilon(es, delta)
+            eps_basic = math.fsum(e.count * e.epsilon for e in es)
+            delta_basic = min(1.0, math.fsum(e.count * e.delta_achieved for e in es))
+            comp = Composition(*key, sum(int(e.count) for e in es), eps, delta, eps_basic, delta_basic, z_eff)
+            if best is None or comp.epsilon > best.epsilon:
+                best = comp
+        out[key] = best
     return out

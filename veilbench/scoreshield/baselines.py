@@ -18,10 +18,12 @@ from veilbench.validation import as_rng, check_epsilon_delta, check_unit_rows
 EMBEDDING_SENSITIVITY = 2.0
 
 
-def embedding_noise_sigma(epsilon: float, delta: float, calibrator: str = "analytic") -> float:
+def embedding_noise_sigma(
+    epsilon: float, delta: float, calibrator: str = "analytic", allow_invalid_calibration: bool = False
+) -> float:
     """σ_e = calib(2, ε, δ) for the row-replacement release of unit embeddings."""
     eps, dlt = check_epsilon_delta(epsilon, delta)
-    return calibrate_sigma(EMBEDDING_SENSITIVITY, eps, dlt, calibrator)
+    return calibrate_sigma(EMBEDDING_SENSITIVITY, eps, dlt, calibrator, allow_invalid=allow_invalid_calibration)
 
 
 def embedding_noise_gram(

@@ -9,7 +9,9 @@ Regime (i) (:mod:`veilbench.scoreshield.vector_stages`, spec §3.1–3.2, §6):
   σ = calib(Δ, ε, δ), Δ = 2 (Δ_m = 1 + m under a public margin);
 * ``integrate``: (thresholded) top-k per query, ties broken by a seeded random key
   (``tiebreak="index"`` reproduces the paper's smaller-index rule and its clipping pitfall);
-* ``attack``: empirical ε lower bound from releases of the worst-case neighbours (+1 vs −1);
+* ``attack``: empirical ε lower bound from releases of the worst-case neighbours (+1 vs −1, the
+  noisy score before clipping), with what the run count can decide: the certifiable maximum, the
+  power against a half-noise release and whether it reaches 95 % (:mod:`veilbench.privacy.audit`);
 * ``evaluate``: verification (accuracy, AUC, EER, TAR@FAR strict/non-strict), recall@k, mAP,
   kNN accuracy, score MSE, clipped fraction, and the audit numbers.
 
@@ -76,12 +78,17 @@ def attack(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
         )
         lower = EPSILON_CAP
     claimed = params.claimed_epsilon()
-    info.update(audit_releases=params.audit_releases, audit_alpha=params.audit_alpha)
+    info.setdefault("audit_alpha", params.audit_alpha)
     metrics = {
         "privacy_epsilon_lower_bound": float(lower),
         "privacy_epsilon_claimed": float(claimed),
         "privacy_audit_flagged": float(lower > claimed),
     }
+    if "max_certifiable_epsilon" in info:  # what the audit's run count can decide (veilbench.privacy.audit)
+        metrics.update(privacy_audit_max_certifiable_epsilon=float(info["max_certifiable_epsilon"]),
+                       privacy_audit_power_half_noise=float(info["power_half_noise"]),
+                       privacy_audit_decidable=float(info["audit_decidable"]),
+                       privacy_audit_releases=float(info["audit_releases"]))
     return StageOutput(arrays={k: np.array([v]) for k, v in metrics.items()}, metrics=metrics, info=info)
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from veilbench.privacy.audit import AuditResult, epsilon_lower_bound
+from veilbench.privacy.audit import AuditPlan, AuditResult, epsilon_lower_bound
 from veilbench.privacy.calibration import calibrate_sigma
 from veilbench.scoreshield.newton import nearest_correlation_newton
 from veilbench.scoreshield.projectors import Projection, aap, check_gram, clip_only, dykstra, eigclip_rescale, sym
@@ -89,6 +89,7 @@ class GaussianGramMechanism:
     adjacency : ``"record"`` (Δ_F = 2√(2(n − 1))) or ``"output"`` (Δ_F = ``sensitivity``).
     sensitivity : Δ for output-space adjacency (ignored for ``"record"``).
     calibrator : ``"analytic"`` (default), ``"classical"`` or ``"conservative"``.
+    allow_invalid_calibration : let ``classical`` calibrate where it misses δ.
     """
 
     def __init__(
@@ -98,6 +99,7 @@ class GaussianGramMechanism:
         adjacency: str = "record",
         sensitivity: float = 1.0,
         calibrator: str = "analytic",
+        allow_invalid_calibration: bool = False,
     ) -> None:
         self.epsilon, self.delta = check_epsilon_delta(epsilon, delta)
         if adjacency not in ("record", "output"):
@@ -105,6 +107,7 @@ class GaussianGramMechanism:
         self.adjacency = adjacency
         self.sensitivity = check_in_range(sensitivity, "sensitivity", 0.0, None, low_inclusive=False)
         self.calibrator = calibrator
+        self.allow_invalid_calibration = allow_invalid_calibration
 
     def sensitivity_for(self, n: int) -> float:
         """Δ_F for an n-record Gram."""
@@ -112,7 +115,8 @@ class GaussianGramMechanism:
 
     def sigma_for(self, n: int) -> float:
         """σ = calib(Δ_F(n), ε, δ)."""
-        return calibrate_sigma(self.sensitivity_for(n), self.epsilon, self.delta, self.calibrator)
+        return calibrate_sigma(self.sensitivity_for(n), self.epsilon, self.delta, self.calibrator,
+                               allow_invalid=self.allow_invalid_calibration)
 
     def release(self, x: np.ndarray, seed: int | np.random.Generator | None) -> GramRelease:
         """G̃ = X Xᵀ + sym(Z) for unit rows X (n × d)."""
@@ -141,7 +145,12 @@ def audit_pair(mechanism: GaussianGramMechanism, n: int) -> tuple[np.ndarray, np
 
 
 def audit_gram_release(
-    mechanism: GaussianGramMechanism, n: int = 6, n_releases: int = 10_000, seed: int = 0, alpha: float = 0.05
+    mechanism: GaussianGramMechanism,
+    n: int = 6,
+    n_releases: int = 10_000,
+    seed: int = 0,
+    alpha: float = 0.05,
+    plan: AuditPlan | None = None,
 ) -> AuditResult:
     """Empirical ε lower bound of the noisy Gram release on the neighbours of :func:`audit_pair`.
 
@@ -160,4 +169,4 @@ def audit_gram_release(
         np.sum(clean * direction) + np.einsum("kij,ij->k", symmetric_gaussian(n, sigma, rng, (n_releases,)), direction)
         for clean in (g, gp)
     ]
-    return epsilon_lower_bound(stats[0], stats[1], delta=mechanism.delta, alpha=alpha, seed=seed)
+    return epsilon_lower_bound(stats[0], stats[1], delta=mechanism.delta, alpha=alpha, seed=seed, plan=plan)

@@ -14,6 +14,7 @@ clean off-diagonal similarities (``utility_similarity_spearman``; 0 when the rel
 
 from __future__ import annotations
 
+import math
 import time
 from functools import lru_cache
 
@@ -23,7 +24,8 @@ from veilbench.families.base import StageInputs, StageOutput
 from veilbench.metrics.clustering import clustering_agreement, spectral_clustering_from_gram
 from veilbench.metrics.retrieval import rank_items, thresholded_topk
 from veilbench.metrics.verification import pair_scores
-from veilbench.privacy.audit import AuditResult
+from veilbench.privacy.audit import AuditResult, plan_audit
+from veilbench.privacy.calibration import calibrate_sigma
 from veilbench.scoreshield.baselines import embedding_noise_gram, embedding_noise_sigma, identity_gram
 from veilbench.scoreshield.cf import Ratings, cf_metrics, item_embeddings, load_movielens
 from veilbench.scoreshield.gram import (
@@ -97,7 +99,7 @@ def clean_records(inputs: StageInputs, release_arrays: dict, params: Params) -> 
 def mechanism(params: Params) -> GaussianGramMechanism:
     """The cell's Gaussian Gram mechanism (adjacency, Δ, calibrator)."""
     return GaussianGramMechanism(params.epsilon, params.delta, params.adjacency, params.gram_sensitivity,
-                                 params.calibrator)
+                                 params.calibrator, params.allow_invalid_calibration)
 
 
 def projector_name(params: Params) -> str:
@@ -148,13 +150,15 @@ def release(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
         info.update(adjacency=params.adjacency, sensitivity=mechanism(params).sensitivity_for(n),
                     projector=params.projector, data_free=True)
     elif params.mechanism == "embedding_noise":
-        sigma = embedding_noise_sigma(params.epsilon, params.delta, params.calibrator)
+        sigma = embedding_noise_sigma(params.epsilon, params.delta, params.calibrator, params.allow_invalid_calibration)
         g = embedding_noise_gram(x, sigma, rng)
         info["embedding_sensitivity"] = 2.0
+        noise_multiplier = sigma / 2.0
     else:
         mech = mechanism(params)
         rel = mech.release(x, rng)
         sigma, g = rel.sigma, rel.noisy
+        noise_multiplier = sigma / rel.sensitivity
         info.update(adjacency=params.adjacency, sensitivity=rel.sensitivity)
         if params.mechanism != "noisy":
             proj = PROJECTORS[params.mechanism](g, **_projector_options(params))
@@ -168,7 +172,7 @@ def release(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
         metrics["release_iterations"] = float(info["projection"]["iterations"])
         metrics["release_n_eigh"] = float(info["projection"]["n_eigh"])
     if params.mechanism not in ("clean", *DATA_FREE_MECHANISMS):  # privacy ledger: one (ε, δ) release of the Gram
-        metrics.update(dp_epsilon=params.epsilon, dp_delta=params.delta)
+        metrics.update(dp_epsilon=params.epsilon, dp_delta=params.delta, dp_noise_multiplier=noise_multiplier)
     return StageOutput(arrays={"gram": g, "labels": y, **ids}, metrics=metrics, info=info)
 
 
@@ -215,11 +219,14 @@ def crossfamily_arrays(gram: np.ndarray, x: np.ndarray, labels: np.ndarray, seed
 
 @lru_cache(maxsize=256)
 def _noisy_gram_audit(epsilon: float, delta: float, adjacency: str, sensitivity: float, calibrator: str,
-                      n_releases: int, seed: int, alpha: float) -> AuditResult:
+                      allow_invalid: bool, n_releases: int | None, seed: int, alpha: float) -> AuditResult:
     """The audit of G̃ (a pure function of these options): cells that differ only in the projector
-    (post-processing) share it instead of recomputing it."""
-    mech = GaussianGramMechanism(epsilon, delta, adjacency, sensitivity, calibrator)
-    return audit_gram_release(mech, AUDIT_RECORDS, n_releases, seed, alpha)
+    (post-processing) share it instead of recomputing it. The statistic's gap is Δ_F and its noise
+    std σ, so the audit's separation is Δ_F/σ = 1/z (:func:`~veilbench.privacy.audit.plan_audit`)."""
+    mech = GaussianGramMechanism(epsilon, delta, adjacency, sensitivity, calibrator, allow_invalid)
+    plan = plan_audit(1.0 / calibrate_sigma(1.0, epsilon, delta, calibrator, allow_invalid), epsilon, delta, alpha,
+                      n_releases)
+    return audit_gram_release(mech, AUDIT_RECORDS, plan.n_releases, seed, alpha, plan=plan)
 
 
 def attack(inputs: StageInputs, params: Params, seed: int) -> tuple[float, dict]:
@@ -228,16 +235,20 @@ def attack(inputs: StageInputs, params: Params, seed: int) -> tuple[float, dict]
     if params.mechanism in DATA_FREE_MECHANISMS:
         return 0.0, {"audited": f"none: the {params.mechanism} output does not depend on the data"}
     if params.mechanism in ("clean", "embedding_noise"):
-        sigma = 0.0 if params.mechanism == "clean" else embedding_noise_sigma(params.epsilon, params.delta, params.calibrator)
+        sigma = 0.0 if params.mechanism == "clean" else embedding_noise_sigma(
+            params.epsilon, params.delta, params.calibrator, params.allow_invalid_calibration)
 
         def fn(clean: np.ndarray, r: np.random.Generator) -> np.ndarray:
             return clean + sigma * r.standard_normal(clean.shape)
 
-        res = audit_score_release(fn, params.delta, params.audit_releases, audit_seed, params.audit_alpha)
+        plan = plan_audit(2.0 / sigma if sigma else math.inf, params.claimed_epsilon(), params.delta, params.audit_alpha,
+                          params.audit_releases)
+        res = audit_score_release(fn, params.delta, plan.n_releases, audit_seed, params.audit_alpha, plan=plan)
         what = "embedding coordinate along the flipped row, +1 vs -1" if sigma else "clean Gram entry +1 vs -1"
     else:
         res = _noisy_gram_audit(params.epsilon, params.delta, params.adjacency, params.gram_sensitivity,
-                                params.calibrator, params.audit_releases, audit_seed, params.audit_alpha)
+                                params.calibrator, params.allow_invalid_calibration, params.audit_releases,
+                                audit_seed, params.audit_alpha)
         what = f"noisy Gram of {AUDIT_RECORDS}+ worst-case records, statistic <G~, dG>/|dG|_F"
     return res.epsilon_lower_bound, {"audited": what, **audit_info(res)}
 

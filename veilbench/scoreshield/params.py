@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from veilbench.families.base import FamilyParams
 from veilbench.validation import ValidationError, check_array
@@ -31,6 +32,13 @@ _STREAM = {"release": 1, "integrate": 2, "attack": 3, "subsample": 4, "xfam": 5}
 
 class Params(FamilyParams):
     """One ScoreShield cell.
+
+    Calibration: ``calibrator: classical`` is refused where its σ misses ``delta`` (ε above
+    :func:`~veilbench.privacy.calibration.classical_validity_limit`) unless
+    ``allow_invalid_calibration: true``; ε must be finite (ε = ∞ is ``mechanism: clean``).
+    Audit: ``audit_releases`` releases per neighbour, or ``None`` (default) for the smallest count
+    (≤ 256 000) at which a half-noise mechanism is flagged with ≥ 95 % probability
+    (:func:`~veilbench.privacy.audit.plan_audit`); the audit states its certifiable maximum and power.
 
     ``regime="vector"`` (spec §3.1): ``mechanism`` ∈ clean | noisy (Gaussian, no clip) |
     gaussian (ScoreShield: Gaussian + clip) | identity (all scores 0, data-independent) |
@@ -79,9 +87,20 @@ class Params(FamilyParams):
     tiebreak: Literal["random", "index"] = "random"
     retrieval_threshold: float | None = Field(None, ge=-1, le=1)
     threshold: float = Field(0.5, ge=-1, le=1)
+    allow_invalid_calibration: bool = False
     # audit
-    audit_releases: int = Field(10_000, ge=100)
+    audit_releases: int | None = Field(None, ge=100)
     audit_alpha: float = Field(0.05, gt=0, lt=1)
+
+    @field_validator("epsilon")
+    @classmethod
+    def _finite_epsilon(cls, value: float) -> float:
+        if not math.isfinite(value):
+            raise ValueError(
+                f"epsilon: must be a finite number in (0, ∞), got {value}; ε = ∞ is no privacy, which is "
+                "mechanism: clean (the unnoised release)"
+            )
+        return value
 
     @model_validator(mode="after")
     def _consistent(self) -> Params:
@@ -97,7 +116,22 @@ class Params(FamilyParams):
             )
         if self.gram_source != "embed" and self.regime != "gram":
             raise ValueError(f"gram_source: {self.gram_source!r} needs regime='gram'")
+        if self.calibrator == "classical" and self.mechanism not in ("clean", "identity"):
+            self._check_classical_validity()
         return self
+
+    def _check_classical_validity(self) -> None:
+        """Refuse the classical σ where its exact δ exceeds ``delta`` (σ/Δ depends on ε, δ only)."""
+        from veilbench.privacy.calibration import achieved_delta, classical_noise_multiplier, classical_validity_limit
+
+        got = achieved_delta(classical_noise_multiplier(self.epsilon, self.delta), 1.0, self.epsilon)
+        if got > self.delta and not self.allow_invalid_calibration:
+            raise ValueError(
+                f"epsilon: calibrator 'classical' meets delta={self.delta:g} only for epsilon in "
+                f"(0, {classical_validity_limit(self.delta):.4g}]; at epsilon={self.epsilon:g} it gives "
+                f"δ = {got:.3g}. Use calibrator: analytic, or set allow_invalid_calibration: true (the ledger "
+                "then records the δ achieved)"
+            )
 
     def claimed_epsilon(self) -> float:
         """ε the release claims: ∞ (capped) for clean, 0 for the data-free releases."""

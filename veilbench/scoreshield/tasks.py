@@ -80,8 +80,11 @@ def similarity_spearman(released: np.ndarray, clean: np.ndarray) -> float:
 def audit_info(res: AuditResult) -> dict[str, object]:
     """JSON-able summary of an audit (threshold ``None`` when no region gave a bound)."""
     t = res.threshold if np.isfinite(res.threshold) else None
-    return {"threshold": t, "direction": res.direction, "tpr_lower": res.tpr_lower, "fpr_upper": res.fpr_upper,
-            "n_samples": res.n_samples}
+    out = {"threshold": t, "direction": res.direction, "tpr_lower": res.tpr_lower, "fpr_upper": res.fpr_upper,
+           "n_samples": res.n_samples, "audit_alpha": res.alpha}
+    if res.plan is not None:
+        out.update(res.plan.as_dict())
+    return out
 
 
 def privacy_from_attack(attack_arrays: Mapping[str, np.ndarray]) -> dict[str, float]:

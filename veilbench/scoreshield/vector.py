@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from veilbench.privacy.audit import AuditResult, epsilon_lower_bound
+from veilbench.privacy.audit import AuditPlan, AuditResult, epsilon_lower_bound
 from veilbench.privacy.calibration import calibrate_sigma
 from veilbench.validation import ValidationError, as_rng, check_array, check_epsilon_delta, check_in_range
 
@@ -61,6 +61,8 @@ class GaussianScoreMechanism:
     sensitivity : L2 sensitivity Δ of one vector (2 by default; 1 + m under a public margin).
     calibrator : ``"analytic"`` (default), ``"classical"`` or ``"conservative"`` (spec §2).
     clip : project onto [−1, 1]ⁿ (ScoreShield) or not (the "noisy" baseline).
+    allow_invalid_calibration : let ``classical`` calibrate where it misses δ (see
+        :func:`veilbench.privacy.calibration.classical_sigma`).
     score_floor : clean scores are raised to at least this value before the noise (−m under a
         public margin m). The paper assumes ⟨q, x⟩ ≥ −m as a precondition (App. H.1); enforcing
         it by this data-independent clamp makes Δ_m = 1 + m hold for every input.
@@ -74,13 +76,15 @@ class GaussianScoreMechanism:
         calibrator: str = "analytic",
         clip: bool = True,
         score_floor: float = -1.0,
+        allow_invalid_calibration: bool = False,
     ) -> None:
         self.epsilon, self.delta = check_epsilon_delta(epsilon, delta)
         self.sensitivity = check_in_range(sensitivity, "sensitivity", 0.0, None, low_inclusive=False)
         self.calibrator = calibrator
         self.clip = clip
         self.score_floor = check_in_range(score_floor, "score_floor", -1.0, 1.0)
-        self.sigma = calibrate_sigma(self.sensitivity, self.epsilon, self.delta, calibrator)
+        self.sigma = calibrate_sigma(self.sensitivity, self.epsilon, self.delta, calibrator,
+                                     allow_invalid=allow_invalid_calibration)
 
     def release(self, scores: np.ndarray, seed: int | np.random.Generator | None) -> VectorRelease:
         """Release clean ``scores`` ((q, n), one vector per row) with this mechanism's σ."""
@@ -97,7 +101,8 @@ def audit_score_release(
     n_releases: int = 10_000,
     seed: int = 0,
     alpha: float = 0.05,
-    n_thresholds: int = 200,
+    n_thresholds: int | None = None,
+    plan: AuditPlan | None = None,
 ) -> AuditResult:
     """Empirical ε lower bound of a coordinate-wise score release on the worst-case neighbours.
 
@@ -106,13 +111,15 @@ def audit_score_release(
     scores to released scores coordinate by coordinate with independent noise, so one call on
     ``n_releases`` copies yields that many independent releases of the differing coordinate.
     The statistic is the released coordinate itself (monotone likelihood ratio for Gaussian
-    noise, hence a threshold test is Neyman–Pearson optimal); ``n_thresholds`` quantile
-    thresholds are tried. A finite-sample audit only sees violations carried by events of
-    probability ≳ 10/``n_releases``; a mis-calibration hidden in a δ-sized tail goes unseen.
+    noise, hence a threshold test is Neyman–Pearson optimal); thresholds as in
+    :func:`~veilbench.privacy.audit.epsilon_lower_bound`. A finite-sample audit only sees violations
+    carried by events of probability ≳ 10/``n_releases``; a mis-calibration hidden in a δ-sized tail
+    goes unseen — ``plan`` (:func:`~veilbench.privacy.audit.plan_audit`) states what this count can decide.
     """
     if n_releases < 40:
         raise ValidationError(f"n_releases: need at least 40 releases, got {n_releases}")
     rng = as_rng(seed)
     on_d = np.asarray(release(np.ones(n_releases), rng), dtype=float)
     on_dprime = np.asarray(release(-np.ones(n_releases), rng), dtype=float)
-    return epsilon_lower_bound(on_d, on_dprime, delta=delta, alpha=alpha, n_thresholds=n_thresholds, seed=seed)
+    return epsilon_lower_bound(on_d, on_dprime, delta=delta, alpha=alpha, n_thresholds=n_thresholds, seed=seed,
+                               plan=plan)

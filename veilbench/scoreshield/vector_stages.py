@@ -7,15 +7,18 @@ scores S = Q Gᵀ (q × n), each row one query's score vector released with Δ =
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from veilbench.families.base import StageInputs, StageOutput
 from veilbench.metrics.retrieval import rank_items, thresholded_topk
 from veilbench.metrics.verification import pair_scores
+from veilbench.privacy.audit import plan_audit
 from veilbench.scoreshield.params import DATA_FREE_MECHANISMS, EPSILON_CAP, Params, stream, unit_rows
 from veilbench.scoreshield.sensitivity import vector_sensitivity
 from veilbench.scoreshield.tasks import audit_info, privacy_from_attack, retrieval_metrics, verification_metrics
-from veilbench.scoreshield.vector import GaussianScoreMechanism, audit_score_release
+from veilbench.scoreshield.vector import GaussianScoreMechanism, audit_score_release, perturb_scores
 from veilbench.validation import ValidationError, check_array, check_labels
 
 
@@ -38,7 +41,8 @@ def mechanism(params: Params, n_queries: int) -> GaussianScoreMechanism:
     sens = base * (np.sqrt(n_queries) if params.joint_queries else 1.0)
     return GaussianScoreMechanism(params.epsilon, params.delta, sens, params.calibrator,
                                   clip=params.mechanism in ("gaussian", "identity_noise"),
-                                  score_floor=-1.0 if margin is None else -margin)
+                                  score_floor=-1.0 if margin is None else -margin,
+                                  allow_invalid_calibration=params.allow_invalid_calibration)
 
 
 def identity_noise_scores(params: Params, shape: tuple[int, int], seed: int) -> tuple[np.ndarray, float, float]:
@@ -73,7 +77,7 @@ def release(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
     metrics = {"release_sigma": sigma, "release_clipped_fraction": clipped}
     # privacy ledger: q vectors at (ε, δ) each, or one joint release; nothing for the references
     if params.mechanism not in ("clean", *DATA_FREE_MECHANISMS):
-        metrics.update(dp_epsilon=params.epsilon, dp_delta=params.delta,
+        metrics.update(dp_epsilon=params.epsilon, dp_delta=params.delta, dp_noise_multiplier=sigma / mech.sensitivity,
                        dp_releases=1.0 if params.joint_queries else float(s.shape[0]))
     return StageOutput(arrays=arrays, metrics=metrics, info=info)
 
@@ -94,22 +98,32 @@ def integrate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
 
 def attack(inputs: StageInputs, params: Params, seed: int) -> tuple[float, dict]:
     """(ε lower bound, info) of the score release on the worst-case neighbours."""
+    separation = 0.0  # mean gap / noise std of the audited coordinate: 0 data-free, ∞ noiseless
     if params.mechanism == "identity":
         def fn(clean: np.ndarray, rng: np.random.Generator) -> np.ndarray:
             return np.zeros_like(clean)
     elif params.mechanism == "clean":
+        separation = math.inf
+
         def fn(clean: np.ndarray, rng: np.random.Generator) -> np.ndarray:
             return clean
     else:
         mech = mechanism(params, np.asarray(inputs["release"]["scores"]).shape[0])
         data_free = params.mechanism == "identity_noise"
+        separation = 0.0 if data_free else (1.0 - mech.score_floor) / mech.sigma  # clean +1 vs max(−1, floor)
 
         def fn(clean: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-            return mech.release(np.zeros_like(clean) if data_free else clean, rng).scores
+            # s̃ before clipping: clipping is post-processing (cannot raise ε) but hides the tails where a
+            # mis-calibrated σ shows, so the Gaussian step is audited, as for the Gram; the data-free
+            # release perturbs all-zero scores whatever the data
+            base = np.zeros_like(clean) if data_free else np.maximum(clean, mech.score_floor)
+            return perturb_scores(base, mech.sigma, rng, clip=False).scores
 
-    res = audit_score_release(fn, params.delta, params.audit_releases, int(stream(seed, "attack").integers(2**31)),
-                              params.audit_alpha)
-    return res.epsilon_lower_bound, {"audited": "score vector, differing coordinate +1 vs -1", **audit_info(res)}
+    plan = plan_audit(separation, params.claimed_epsilon(), params.delta, params.audit_alpha, params.audit_releases)
+    res = audit_score_release(fn, params.delta, plan.n_releases, int(stream(seed, "attack").integers(2**31)),
+                              params.audit_alpha, plan=plan)
+    return res.epsilon_lower_bound, {"audited": "noisy score before clipping, differing coordinate +1 vs -1",
+                                     **audit_info(res)}
 
 
 def evaluate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
