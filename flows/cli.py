@@ -23,11 +23,19 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from flows.errors import ErrorBoundary
+
 app = typer.Typer(help="veilbench: privacy-preserving representation sharing, measured.", no_args_is_help=True,
-                  add_completion=False)
+                  add_completion=False, cls=ErrorBoundary, pretty_exceptions_show_locals=False)
 console = Console(stderr=True, soft_wrap=True)  # no wrapping: messages hold paths and keys
 
 STAGES = ["prepare", "embed", "release", "integrate", "attack", "evaluate", "report"]
+
+
+@app.callback()
+def _options(debug: bool = typer.Option(False, "--debug", help="print the full traceback of an error")) -> None:
+    """veilbench: privacy-preserving representation sharing, measured. User errors exit with
+    status 2, environment errors with 1, each as one message (the traceback with --debug)."""
 
 
 def _root() -> Path:

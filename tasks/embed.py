@@ -10,7 +10,7 @@ from tasks.paths import embed_dir, prepare_dir, repo_root
 from tasks.tracking import stage_run
 from veilbench.embed.encoders import fit_encode
 from veilbench.embed.text import encode_texts
-from veilbench.validation import ValidationError
+from veilbench.validation import UsageError, ValidationError
 from veilbench.io import read_bundle, write_bundle
 
 
@@ -19,7 +19,7 @@ def embed(embedding: str, params_path: str | Path | None = None, root: Path | No
     root = root or repo_root()
     cfg = load_params(params_path, root)
     if embedding not in cfg.embeddings:
-        raise KeyError(f"embedding: {embedding!r} is not in params embeddings ({sorted(cfg.embeddings)})")
+        raise UsageError(f"embedding: {embedding!r} is not in params embeddings ({sorted(cfg.embeddings)})")
     ecfg = cfg.embeddings[embedding]
     params = {"embedding": embedding, "seed": cfg.seed, **ecfg.model_dump()}
     tags = {"embedding": embedding, "dataset": ecfg.dataset, "method": ecfg.encoder}

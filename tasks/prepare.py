@@ -10,6 +10,7 @@ from tasks.paths import prepare_dir, repo_root
 from tasks.tracking import stage_run
 from veilbench.datasets import load_dataset, prepare_dataset
 from veilbench.io import write_bundle
+from veilbench.validation import UsageError
 
 
 def prepare(dataset: str, params_path: str | Path | None = None, root: Path | None = None) -> Path:
@@ -17,7 +18,7 @@ def prepare(dataset: str, params_path: str | Path | None = None, root: Path | No
     root = root or repo_root()
     cfg = load_params(params_path, root)
     if dataset not in cfg.datasets:
-        raise KeyError(f"dataset: {dataset!r} is not in params datasets ({sorted(cfg.datasets)})")
+        raise UsageError(f"dataset: {dataset!r} is not in params datasets ({sorted(cfg.datasets)})")
     dcfg = cfg.datasets[dataset]
     options = dict(dcfg.options)
     if options.get("path") and not Path(options["path"]).is_absolute():

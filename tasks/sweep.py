@@ -35,6 +35,7 @@ from veilbench.config import Config, SweepConfig
 from veilbench.crossfamily import crossfamily_metrics
 from veilbench.families import get_family
 from veilbench.io import ARRAYS, MANIFEST, read_bundle, read_json, write_bundle, write_json
+from veilbench.validation import UsageError
 
 
 def _split_seed(arrays: dict[str, np.ndarray], seed: int) -> dict[str, np.ndarray]:
@@ -148,11 +149,11 @@ class _StageContext:
 
 def _context(stage: str, sweep: str, params_path: str | Path | None, root: Path | None) -> _StageContext:
     if stage not in CELL_STAGES:
-        raise KeyError(f"stage: must be one of {CELL_STAGES}, got {stage!r}")
+        raise UsageError(f"stage: must be one of {CELL_STAGES}, got {stage!r}")
     root = root or repo_root()
     cfg = load_params(params_path, root)
     if sweep not in cfg.sweeps:
-        raise KeyError(f"sweep: {sweep!r} is not in params sweeps ({sorted(cfg.sweeps)})")
+        raise UsageError(f"sweep: {sweep!r} is not in params sweeps ({sorted(cfg.sweeps)})")
     out_root = sweep_report_dir(root, sweep) / "cells" if stage == "evaluate" else sweep_dir(root, stage, sweep)
     scfg = cfg.sweeps[sweep]
     return _StageContext(stage, sweep, root, cfg, get_family(scfg.family), scfg.expand(), out_root)
@@ -178,7 +179,7 @@ def run_cell(stage: str, sweep: str, cell: str, params_path: str | Path | None =
     """
     ctx = _context(stage, sweep, params_path, root)
     if cell not in ctx.cells:
-        raise KeyError(f"cell: {cell!r} is not a cell of sweep {sweep!r} ({list(ctx.cells)})")
+        raise UsageError(f"cell: {cell!r} is not a cell of sweep {sweep!r} ({list(ctx.cells)})")
     scfg, root = ctx.scfg, ctx.root
     ecfg = ctx.cfg.embeddings[scfg.embedding]
     options = ctx.cells[cell]
