@@ -26,6 +26,7 @@ import functools
 import inspect
 import itertools
 import math
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -355,7 +356,10 @@ def _format(exc: PydanticError, prefix: str = "") -> list[str]:
     out = []
     for err in exc.errors():
         loc = ".".join(str(p) for p in (prefix, *err["loc"]) if p != "")
-        msg = err["msg"]
+        msg = err["msg"].removeprefix("Value error, ")
+        field = re.match(r"([A-Za-z_]\w*): ", msg)
+        if err["type"] == "value_error" and field:  # a model validator naming its field: make it part of the key
+            loc, msg = f"{loc}.{field.group(1)}" if loc else field.group(1), msg[field.end():]
         if err["type"] == "extra_forbidden":
             msg = "unknown key (not allowed here)"
         elif "ctx" in err and err["type"] in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):

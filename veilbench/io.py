@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -131,17 +132,63 @@ def _deduplicate(arrays: Mapping[str, np.ndarray]) -> tuple[dict[str, np.ndarray
     return stored, aliases
 
 
+#: Most bytes an ``.npz`` may declare in all (after decompression) before anything is allocated.
+MAX_NPZ_BYTES = 16 << 30
+#: Largest decompressed/compressed size ratio of one ``.npz`` member bigger than
+#: :data:`_RATIO_FLOOR` bytes: real data compress a few times, a zip bomb thousands of times.
+MAX_COMPRESSION_RATIO = 200
+_RATIO_FLOOR = 1 << 24
+
+
+def check_npz_members(path: str | Path, max_bytes: int = MAX_NPZ_BYTES) -> None:
+    """Check an ``.npz`` before loading it, from the zip directory and each ``.npy`` header
+    (``numpy.lib.format``) only: every member's declared shape × item size must equal its stored
+    size, the total must stay under ``max_bytes``, and no large member may be compressed more than
+    :data:`MAX_COMPRESSION_RATIO` times. Raises :class:`ValidationError` naming the file."""
+    path = Path(path)
+    total = 0
+    try:
+        with zipfile.ZipFile(path) as zf:
+            for info in zf.infolist():
+                if info.file_size > _RATIO_FLOOR and info.file_size > MAX_COMPRESSION_RATIO * max(info.compress_size, 1):
+                    raise ValidationError(
+                        f"{path}: member {info.filename!r} expands {info.file_size / max(info.compress_size, 1):.0f} "
+                        f"times ({info.compress_size} → {info.file_size} bytes); refusing a possible zip bomb")
+                total += info.file_size
+                if total > max_bytes:
+                    raise ValidationError(f"{path}: declares more than {max_bytes} bytes of arrays; too large to load")
+                if not info.filename.endswith(".npy"):
+                    continue
+                with zf.open(info) as fh:
+                    version = np.lib.format.read_magic(fh)
+                    shape, _, dtype = (np.lib.format.read_array_header_1_0(fh) if version == (1, 0)
+                                       else np.lib.format.read_array_header_2_0(fh))
+                    header = fh.tell()
+                if dtype.hasobject:
+                    continue  # refused with its own message when loaded
+                declared = math.prod(shape) * dtype.itemsize
+                if declared != info.file_size - header:
+                    raise ValidationError(
+                        f"{path}: array {info.filename[:-4]!r} declares shape {shape} ({declared} bytes) but stores "
+                        f"{info.file_size - header} bytes; the file is corrupt or forged")
+    except ValidationError:
+        raise
+    except (zipfile.BadZipFile, zlib.error, OSError, EOFError, ValueError, NotImplementedError, RuntimeError) as exc:
+        raise ValidationError(f"{path}: not a readable .npz file (truncated or corrupt: {exc})") from None
+
+
 def load_npz(path: str | Path) -> dict[str, np.ndarray]:
     """Load every array of an ``.npz`` without ever unpickling.
 
     Raises :class:`ValidationError` naming the file when it is missing, truncated, not an npz,
-    or holds an object (pickled) array.
+    declares more than it stores (:func:`check_npz_members`), or holds an object (pickled) array.
     """
     path = Path(path)
     if not path.is_file():
         raise ValidationError(f"{path}: file not found")
     if not zipfile.is_zipfile(path):
         raise ValidationError(f"{path}: not a readable .npz file (not a zip archive: truncated or corrupt)")
+    check_npz_members(path)
     try:
         with np.load(path, allow_pickle=False) as data:
             return {k: data[k] for k in data.files}
