@@ -34,7 +34,8 @@ from tasks.tracking import fail_interrupted_runs, log_metrics_batch, stage_run
 from veilbench.config import Config, SweepConfig
 from veilbench.crossfamily import crossfamily_metrics
 from veilbench.families import get_family
-from veilbench.io import ARRAYS, MANIFEST, read_bundle, read_json, write_bundle, write_json
+from veilbench.io import (ARRAYS, MANIFEST, bundle_intact, read_bundle, read_json, read_sealed_json, write_bundle,
+                          write_json, write_sealed_json)
 from veilbench.validation import UsageError
 
 
@@ -191,7 +192,7 @@ def run_cell(stage: str, sweep: str, cell: str, params_path: str | Path | None =
                     "inputs": {s: _digest(d) for s, d in {**base_dirs, **in_dirs}.items()}}
     input_key = hashlib.sha256(json.dumps(key_material, sort_keys=True, default=str).encode()).hexdigest()
     existing = ctx.out_root / (f"{cell}.json" if stage == "evaluate" else f"{cell}/manifest.json")
-    if existing.is_file() and read_json(existing).get("input_key") == input_key:
+    if _reusable(stage, existing, input_key):
         return "reused"
     base = {k: read_bundle(d)[0] for k, d in base_dirs.items()}
     earlier = {s: read_bundle(d)[0] for s, d in in_dirs.items()}
@@ -221,7 +222,7 @@ def run_cell(stage: str, sweep: str, cell: str, params_path: str | Path | None =
         record = {"stage": stage, "sweep": sweep, "cell": cell, "input_key": input_key, "seeds": scfg.seeds,
                   "params": params, "info": info, "per_seed": {str(s): m for s, m in per_seed.items()}}
         if stage == "evaluate":
-            write_json(existing, {**record, "dataset": ecfg.dataset, "method": tags["method"], "summary": summary})
+            write_sealed_json(existing, {**record, "dataset": ecfg.dataset, "method": tags["method"], "summary": summary})
             run.log_artifact(str(existing))
         else:
             out = write_bundle(ctx.out_root / cell, arrays, record)
@@ -230,6 +231,26 @@ def run_cell(stage: str, sweep: str, cell: str, params_path: str | Path | None =
         log_metrics_batch(run, {k: v for name, stats in summary.items() if math.isfinite(stats["mean"])
                                    for k, v in ((name, stats["mean"]), (f"{name}_ci95", stats["ci95"]))}, per_seed)
     return "computed"
+
+
+def _reusable(stage: str, existing: Path, input_key: str) -> bool:
+    """True when the stored output of a cell was made from ``input_key`` and is intact: an
+    evaluate record whose seal matches, or a bundle whose ``arrays.npz`` matches its recorded
+    SHA-256. A truncated, unreadable or hand-edited output is recomputed, never reused."""
+    if stage == "evaluate":
+        record = read_sealed_json(existing)
+    else:
+        record = _read_mapping(existing) if bundle_intact(existing.parent) else None
+    return record is not None and record.get("input_key") == input_key
+
+
+def _read_mapping(path: Path) -> dict[str, Any] | None:
+    """The JSON mapping at ``path``, or ``None`` when it cannot be read."""
+    try:
+        record = read_json(path)
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
 
 
 def finish_stage(stage: str, sweep: str, outcomes: dict[str, str], params_path: str | Path | None = None,

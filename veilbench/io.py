@@ -6,9 +6,15 @@ A stage directory holds
   ever read). Stored uncompressed: stage outputs are mostly float64 noise, which zlib shrinks by
   about a fifth at ~20× the write time. An array byte-identical to another of the same bundle
   (e.g. a family's uploads and the cross-family view's copy of them) is stored once;
-* ``manifest.json``: ``{"stage", "shapes", "dtypes", "aliases", "seed", "params", "info",
-  "metrics"}`` so a reader can check what it got without loading the arrays; ``aliases`` maps
-  each array stored under another name to that name.
+* ``manifest.json``: ``{"stage", "shapes", "dtypes", "aliases", "arrays_sha256", "seed", "params",
+  "info", "metrics"}`` so a reader can check what it got without loading the arrays; ``aliases``
+  maps each array stored under another name to that name; ``arrays_sha256`` is the SHA-256 of the
+  ``arrays.npz`` bytes (numpy writes fixed zip timestamps, so equal arrays give equal bytes), which
+  :func:`bundle_intact` checks before an output is reused.
+
+Single JSON records that are reused (a cell's evaluation) are *sealed*: :func:`write_sealed_json`
+stores the SHA-256 of the record's canonical JSON beside it, and :func:`read_sealed_json` returns
+``None`` for a record that is missing, unreadable, truncated or edited by hand.
 
 Writes go to a temporary sibling directory that is renamed into place, so a killed stage
 leaves either the old complete output or none, never a half-written one.
@@ -99,6 +105,7 @@ def write_bundle(
     tmp = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}."))
     try:
         np.savez(tmp / ARRAYS, **stored)
+        full_manifest["arrays_sha256"] = file_sha256(tmp / ARRAYS)
         (tmp / MANIFEST).write_text(json.dumps(_jsonable(full_manifest), indent=2, sort_keys=True) + "\n")
         if directory.exists():
             old = directory.with_name(f".{directory.name}.old")
@@ -112,6 +119,51 @@ def write_bundle(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return directory
+
+
+def file_sha256(path: str | Path) -> str:
+    """SHA-256 of the bytes of the file at ``path`` (read in 1 MiB blocks)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def bundle_intact(directory: str | Path) -> bool:
+    """True when ``directory`` holds a readable ``manifest.json`` and an ``arrays.npz`` whose
+    SHA-256 is the one the manifest recorded (False for a truncated, replaced or missing file)."""
+    directory = Path(directory)
+    try:
+        recorded = read_json(directory / MANIFEST).get("arrays_sha256")
+        return isinstance(recorded, str) and file_sha256(directory / ARRAYS) == recorded
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _seal(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(_jsonable(obj), sort_keys=True).encode()).hexdigest()
+
+
+#: The key under which :func:`write_sealed_json` stores the record's digest.
+SEAL = "sha256"
+
+
+def write_sealed_json(path: str | Path, obj: Mapping[str, Any]) -> None:
+    """:func:`write_json` of the mapping ``obj`` plus ``"sha256"``, the SHA-256 of its canonical JSON."""
+    write_json(path, {**obj, SEAL: _seal({k: v for k, v in obj.items() if k != SEAL})})
+
+
+def read_sealed_json(path: str | Path) -> dict[str, Any] | None:
+    """The record written by :func:`write_sealed_json` at ``path``, or ``None`` when it is missing,
+    not JSON (e.g. truncated), or no longer matches its seal (edited)."""
+    try:
+        record = read_json(path)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or record.get(SEAL) != _seal({k: v for k, v in record.items() if k != SEAL}):
+        return None
+    return record
 
 
 def _deduplicate(arrays: Mapping[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, str]]:

@@ -55,9 +55,9 @@ def _validated(name: str, X: Any, y: Any, description: str, **meta: Any) -> Data
     if biggest > MAX_ABS_FEATURE:
         raise ValidationError(f"{name}.X: values must lie within ±{MAX_ABS_FEATURE:g}, got magnitude {biggest:.3g}; "
                               f"rescale the features")
+    ya = check_labels(y, f"{name}.y", n=Xa.shape[0], min_classes=2)
     if np.all(Xa == Xa[0]):
         raise ValidationError(f"{name}.X: every feature is constant (e.g. all zero); the data hold nothing to learn")
-    ya = check_labels(y, f"{name}.y", n=Xa.shape[0], min_classes=2)
     return Dataset(name=name, X=Xa, y=ya, description=description, meta=meta)
 
 
