@@ -86,8 +86,13 @@ def run(
     if params is not None and not no_dvc:
         console.print("[red]error:[/red] --params: only with --no-dvc (DVC stages read params.yaml at the repo root)")
         raise typer.Exit(2)
-    _validate(params)
     root = _root()
+    if not no_dvc and not (root / ".dvc").is_dir():
+        from veilbench.validation import UsageError
+
+        raise UsageError(f"{root}: not a DVC repository (no .dvc folder); run veilbench in the project folder "
+                         f"(or set VEILBENCH_ROOT to it), or use --no-dvc")
+    _validate(params)
     with booting_prefect_server(root) as server:
         if not (no_dvc or per_stage_processes):
             # DVC plans while the server boots; it is waited for only when a stage has to run.

@@ -115,7 +115,7 @@ with booting_prefect_server(Path(sys.argv[1])) as server:
 def test_killing_the_run_stops_its_prefect_server(how: int, tmp_path: Path) -> None:
     """A process holding the server is killed; within 10 s nothing listens on the server's port."""
     repo = Path(__file__).resolve().parents[2]
-    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "PREFECT_HOME")}
     env["PYTHONPATH"] = str(repo)
     proc = subprocess.Popen([sys.executable, "-c", _HOLDER, str(tmp_path)], stdout=subprocess.PIPE, text=True, env=env)
     try:
