@@ -37,7 +37,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 #: Seconds the watchdog waits after SIGTERM before it kills the server's process group.
-STOP_GRACE_S = 5.0
+STOP_GRACE_S = 2.0
 
 #: The watchdog: runs ``argv[1:]`` in its own process group and stops that group when its stdin
 #: (a pipe from the run) reaches end of file, or when it is asked to (SIGTERM).
@@ -49,8 +49,7 @@ stopping = threading.Event()
 def stop(*_):
     if stopping.is_set():
         return
-    stopping.set()
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    stopping.set()  # from here on, the SIGTERM this sends to its own group is ignored (see below)
     try:
         os.killpg(os.getpgrp(), signal.SIGTERM)
     except ProcessLookupError:
@@ -64,7 +63,7 @@ def watch():
         sys.stdin.buffer.read()
     finally:
         stop()
-signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=stop).start())
+signal.signal(signal.SIGTERM, lambda *_: None if stopping.is_set() else threading.Thread(target=stop).start())
 threading.Thread(target=watch, daemon=True).start()
 code = child.wait()
 if stopping.is_set():

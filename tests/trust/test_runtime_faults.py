@@ -133,3 +133,103 @@ def test_killing_the_run_stops_its_prefect_server(how: int, tmp_path: Path) -> N
         if proc.poll() is None:
             proc.kill()
     assert (tmp_path / ".prefect" / "server.log").is_file(), "PREFECT_HOME must live under the project"
+
+
+# ------------------------------------------------------------------------------------------------
+# `veilbench run` in a real DVC project: a stage's user error, SIGKILL of the run
+# ------------------------------------------------------------------------------------------------
+
+
+def _project(tmp_path: Path, params: dict) -> tuple[Path, dict[str, str]]:
+    """A git + DVC project holding a copy of the code, ``dvc.yaml`` and ``params``."""
+    import shutil
+
+    import yaml
+
+    repo = Path(__file__).resolve().parents[2]
+    root = tmp_path / "project"
+    root.mkdir()
+    for item in ("veilbench", "tasks", "flows"):
+        shutil.copytree(repo / item, root / item, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(repo / "dvc.yaml", root / "dvc.yaml")
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    (root / ".gitignore").write_text("mlflow.db\n__pycache__/\n/.prefect/\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "PREFECT_HOME", "DVC_ROOT")}
+    env.update({"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x", "GIT_COMMITTER_NAME": "t",
+                "GIT_COMMITTER_EMAIL": "t@x", "VEILBENCH_ROOT": str(root), "PYTHONPATH": str(root),
+                "COLUMNS": "200", "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"})
+    for cmd in (["git", "init", "-q"], [sys.executable, "-m", "dvc", "init", "-q"], ["git", "add", "-A"],
+                ["git", "commit", "-qm", "init"]):
+        subprocess.run(cmd, cwd=root, env=env, check=True, capture_output=True, timeout=300)
+    return root, env
+
+
+def _processes_of(root: Path) -> list[int]:
+    """Processes whose environment names ``root``'s Prefect home (the run's server and watchdog)."""
+    marker = f"PREFECT_HOME={root / '.prefect'}".encode()
+    found = []
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                if marker in (p / "environ").read_bytes().split(b"\0"):
+                    found.append(int(p.name))
+            except OSError:
+                continue
+    return found
+
+
+def _user_params(path: str) -> dict:
+    from tests.trust.conftest import trust_params
+
+    params = trust_params()
+    params["datasets"] = {"mine": {"source": "file", "options": {"path": path}, "test_size": 0.3, "n_parties": 2}}
+    params["embeddings"] = {"mine-pca": {"dataset": "mine", "encoder": "pca", "dim": 3}}
+    params["sweeps"][SWEEP]["embedding"] = "mine-pca"
+    return params
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc")
+def test_error_inside_a_stage_reaches_the_user_as_one_line(tmp_path: Path) -> None:
+    """A user data file rejected inside the prepare task of ``veilbench run``: exit 2, one message
+    naming the file's problem, no traceback, nothing recorded, no server left behind."""
+    root, env = _project(tmp_path, _user_params("user/zeros.npz"))
+    (root / "user").mkdir()
+    np.savez(root / "user" / "zeros.npz", X=np.zeros((40, 5)), y=np.arange(40) % 2)
+    proc = subprocess.run([sys.executable, "-m", "flows.cli", "run"], cwd=root, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 2, (proc.returncode, proc.stderr[-3000:])
+    assert "Traceback" not in proc.stderr + proc.stdout, proc.stderr[-3000:]
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "zeros.X" in errors[0] and "constant" in errors[0], proc.stderr[-3000:]
+    assert not (root / "dvc.lock").exists() and not (root / "data" / "prepare" / "mine").exists()
+    assert not _processes_of(root)
+    debug = subprocess.run([sys.executable, "-m", "flows.cli", "--debug", "run"], cwd=root, env=env,
+                           capture_output=True, text=True, timeout=600)
+    assert debug.returncode != 0 and "Traceback" in debug.stderr  # the control: --debug shows it
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc")
+def test_sigkill_of_veilbench_run_leaves_no_server(tmp_path: Path) -> None:
+    from tests.trust.conftest import trust_params
+
+    params = trust_params()
+    del params["datasets"]["mine"]
+    root, env = _project(tmp_path, params)
+    proc = subprocess.Popen([sys.executable, "-m", "flows.cli", "run"], cwd=root, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        for line in proc.stdout:  # the server answered once a stage starts
+            if line.startswith("Running stage"):
+                break
+        assert _processes_of(root), "the run's server was not found"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        deadline = time.monotonic() + 15
+        while _processes_of(root) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not _processes_of(root), "a process of the killed run is left"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
