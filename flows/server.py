@@ -44,7 +44,7 @@ STOP_GRACE_S = 2.0
 _WATCHDOG = r"""
 import os, signal, subprocess, sys, threading, time
 grace = float(os.environ.pop("VEILBENCH_STOP_GRACE_S", "5"))
-child = subprocess.Popen(sys.argv[1:], stdin=subprocess.DEVNULL)
+child = None
 stopping = threading.Event()
 def stop(*_):
     if stopping.is_set():
@@ -55,7 +55,7 @@ def stop(*_):
     except ProcessLookupError:
         pass
     deadline = time.monotonic() + grace
-    while child.poll() is None and time.monotonic() < deadline:
+    while child is not None and child.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
     os.killpg(os.getpgrp(), signal.SIGKILL)
 def watch():
@@ -64,6 +64,7 @@ def watch():
     finally:
         stop()
 signal.signal(signal.SIGTERM, lambda *_: None if stopping.is_set() else threading.Thread(target=stop).start())
+child = subprocess.Popen(sys.argv[1:], stdin=subprocess.DEVNULL)
 threading.Thread(target=watch, daemon=True).start()
 code = child.wait()
 if stopping.is_set():

@@ -233,3 +233,55 @@ def test_sigkill_of_veilbench_run_leaves_no_server(tmp_path: Path) -> None:
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+# ------------------------------------------------------------------------------------------------
+# the command line's error boundary: environment errors and bugs
+# ------------------------------------------------------------------------------------------------
+
+
+def test_environment_error_is_one_line_with_exit_1(trust_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``reports/`` replaced by a file: ``veilbench report`` cannot write; exit 1, one line naming it."""
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
+    monkeypatch.chdir(trust_root)
+    shutil.rmtree(trust_root / "reports")
+    (trust_root / "reports").write_text("not a folder\n")
+    result = CliRunner().invoke(app, ["report"])
+    assert result.exit_code == 1, (result.exit_code, result.output)
+    assert isinstance(result.exception, SystemExit), repr(result.exception)
+    errors = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "reports" in errors[0] and "Traceback" not in result.output, result.output
+
+
+@pytest.mark.parametrize(("exc", "code", "fragment"), [
+    (ValueError("x"), 1, "internal error"),
+    (PermissionError(13, "Permission denied", "/r/reports/index.md"), 1, "/r/reports/index.md: Permission denied"),
+    (type("ConnectError", (Exception,), {})("refused"), 1, "Prefect server stopped answering"),
+])
+def test_the_boundary_classifies_errors(exc: BaseException, code: int, fragment: str) -> None:
+    from flows.errors import classify
+    from veilbench.validation import UsageError, ValidationError
+
+    assert classify(exc)[0] == code and fragment in classify(exc)[1]
+    assert classify(ValidationError("y: bad"))[0] == 2 and classify(UsageError("z"))[0] == 2
+    assert classify(ValidationError("a\n" * 100))[1].count("\n") <= 13, "long messages are cut"
+
+
+def test_user_errors_are_not_retried_by_prefect() -> None:
+    from tasks.common import _retry_unless_user_error
+    from veilbench.validation import ValidationError
+
+    class State:
+        def __init__(self, exc: BaseException):
+            self.exc = exc
+
+        def result(self, raise_on_failure: bool = True) -> BaseException:
+            return self.exc
+
+    assert not _retry_unless_user_error(None, None, State(ValidationError("X: bad")))
+    assert _retry_unless_user_error(None, None, State(OSError("disk")))
