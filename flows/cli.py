@@ -93,6 +93,11 @@ def run(
         raise UsageError(f"{root}: not a DVC repository (no .dvc folder); run veilbench in the project folder "
                          f"(or set VEILBENCH_ROOT to it), or use --no-dvc")
     _validate(params)
+    if not no_dvc:
+        from tasks.prepare import invalidate_replaced_sources
+
+        for dataset in invalidate_replaced_sources(root):
+            console.print(f"datasets.{dataset}: its data file changed since it was prepared; preparing it again")
     with booting_prefect_server(root) as server:
         if not (no_dvc or per_stage_processes):
             # DVC plans while the server boots; it is waited for only when a stage has to run.

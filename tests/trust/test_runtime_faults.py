@@ -285,3 +285,17 @@ def test_user_errors_are_not_retried_by_prefect() -> None:
 
     assert not _retry_unless_user_error(None, None, State(ValidationError("X: bad")))
     assert _retry_unless_user_error(None, None, State(OSError("disk")))
+
+
+def test_a_replaced_user_file_invalidates_its_prepared_output(trust_root: Path) -> None:
+    """The user's ``user/mine.npz`` replaced after a run: its prepare output is removed (DVC then
+    rebuilds it); the unchanged file and the built-in dataset leave their outputs alone."""
+    from tasks.prepare import invalidate_replaced_sources
+    from tests.trust.conftest import valid_user_arrays
+
+    assert invalidate_replaced_sources(trust_root) == []  # the control: nothing changed
+    assert (trust_root / "data" / "prepare" / "mine").is_dir()
+    np.savez(trust_root / "user" / "mine.npz", **valid_user_arrays(seed=1))
+    assert invalidate_replaced_sources(trust_root) == ["mine"]
+    assert not (trust_root / "data" / "prepare" / "mine").exists()
+    assert (trust_root / "data" / "prepare" / "digits" / "manifest.json").is_file()
