@@ -93,6 +93,9 @@ def run(
         raise UsageError(f"{root}: not a DVC repository (no .dvc folder); run veilbench in the project folder "
                          f"(or set VEILBENCH_ROOT to it), or use --no-dvc")
     _validate(params)
+    from tasks.common import snapshot_params
+
+    os.environ.update(snapshot_params(params or root / "params.yaml"))  # stages refuse a file edited mid-run
     if not no_dvc:
         from tasks.prepare import invalidate_replaced_sources
 

@@ -31,6 +31,9 @@ MAX_MESSAGE_CHARS = 2000
 #: Most lines printed of a multi-line message (a params file with many problems).
 MAX_MESSAGE_LINES = 12
 
+#: Environment variables a command sets for its own duration (the params snapshot of a run).
+_COMMAND_ENV = ("VEILBENCH_PARAMS_FILE", "VEILBENCH_PARAMS_SHA256")
+
 #: Exit statuses.
 USER_ERROR, ENVIRONMENT_ERROR, INTERRUPTED = 2, 1, 130
 
@@ -108,6 +111,7 @@ class ErrorBoundary(typer.core.TyperGroup):
     def invoke(self, ctx: click.Context) -> Any:
         if not debug_requested(ctx):
             quiet_prefect_tracebacks()
+        saved = {k: os.environ.get(k) for k in _COMMAND_ENV}
         try:
             return super().invoke(ctx)
         except (click.exceptions.Exit, click.ClickException, click.Abort):
@@ -121,3 +125,9 @@ class ErrorBoundary(typer.core.TyperGroup):
             code, message = classify(exc)
             Console(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {escape(message)}")
             ctx.exit(code)
+        finally:
+            for key, value in saved.items():  # a command's params snapshot ends with the command
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value

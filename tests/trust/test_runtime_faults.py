@@ -299,3 +299,20 @@ def test_a_replaced_user_file_invalidates_its_prepared_output(trust_root: Path) 
     assert invalidate_replaced_sources(trust_root) == ["mine"]
     assert not (trust_root / "data" / "prepare" / "mine").exists()
     assert (trust_root / "data" / "prepare" / "digits" / "manifest.json").is_file()
+
+
+def test_params_edited_mid_run_stop_the_next_stage(trust_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run pinned to the params file's bytes: a stage that reads an edited file refuses to run."""
+    from tasks.common import snapshot_params
+    from tasks.sweep import run_cell
+    from veilbench.validation import UsageError
+
+    params = trust_root / "params.yaml"
+    for key, value in snapshot_params(params).items():
+        monkeypatch.setenv(key, value)
+    assert run_cell("release", SWEEP, CELL, root=trust_root) == "reused"  # the control: same bytes
+    before = {p: p.read_bytes() for p in (trust_root / "data").rglob("*") if p.is_file()}
+    params.write_text(params.read_text().replace("audit_releases: 400", "audit_releases: 500"))
+    with pytest.raises(UsageError, match="changed while the run was in progress"):
+        run_cell("release", SWEEP, CELL, root=trust_root)
+    assert {p: p.read_bytes() for p in (trust_root / "data").rglob("*") if p.is_file()} == before
