@@ -97,7 +97,7 @@ def run(
 
     os.environ.update(snapshot_params(params or root / "params.yaml"))  # stages refuse a file edited mid-run
     if not no_dvc:
-        from tasks.prepare import invalidate_replaced_sources
+        from tasks.sources import invalidate_replaced_sources
 
         for dataset in invalidate_replaced_sources(root):
             console.print(f"datasets.{dataset}: its data file changed since it was prepared; preparing it again")

@@ -54,7 +54,7 @@ def _few(names: list[Any]) -> str:
     return f"[{shown}{f', … {len(names) - _LIST_AT_MOST} more' if len(names) > _LIST_AT_MOST else ''}]"
 
 
-def _accepted_options(fn: Any) -> list[str] | None:
+def _accepted_options(fn: Any) -> list[str]:
     """The keyword options ``fn`` accepts by name (a ``**kwargs`` catch-all accepts none)."""
     params = inspect.signature(fn).parameters.values()
     return [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
@@ -121,9 +121,6 @@ class EmbeddingConfig(_Strict):
         return self
 
 
-_cell_name = cell_name
-
-
 class SweepConfig(_Strict):
     family: str
     embedding: str
@@ -149,8 +146,8 @@ class SweepConfig(_Strict):
             axes = list(self.grid)
             for combo in itertools.product(*(self.grid[a] for a in axes)):
                 assignment = dict(zip(axes, combo, strict=True))
-                pairs.append((_cell_name(assignment), {**self.params, **assignment}))
-        pairs += [(_cell_name(extra), {**self.params, **extra}) for extra in self.cells]
+                pairs.append((cell_name(assignment), {**self.params, **assignment}))
+        pairs += [(cell_name(extra), {**self.params, **extra}) for extra in self.cells]
         return pairs or [("default", dict(self.params))]
 
     @model_validator(mode="after")

@@ -290,7 +290,7 @@ def test_user_errors_are_not_retried_by_prefect() -> None:
 def test_a_replaced_user_file_invalidates_its_prepared_output(trust_root: Path) -> None:
     """The user's ``user/mine.npz`` replaced after a run: its prepare output is removed (DVC then
     rebuilds it); the unchanged file and the built-in dataset leave their outputs alone."""
-    from tasks.prepare import invalidate_replaced_sources
+    from tasks.sources import invalidate_replaced_sources
     from tests.trust.conftest import valid_user_arrays
 
     assert invalidate_replaced_sources(trust_root) == []  # the control: nothing changed
@@ -316,3 +316,14 @@ def test_params_edited_mid_run_stop_the_next_stage(trust_root: Path, monkeypatch
     with pytest.raises(UsageError, match="changed while the run was in progress"):
         run_cell("release", SWEEP, CELL, root=trust_root)
     assert {p: p.read_bytes() for p in (trust_root / "data").rglob("*") if p.is_file()} == before
+
+
+def test_what_runs_before_the_server_does_not_import_prefect() -> None:
+    """Prefect fixes its settings (API URL, home) at import: ``veilbench run`` must not import it
+    before its server exports them, else this process starts a second, unmanaged server."""
+    code = ("import sys, flows.cli, flows.server, tasks.sources, tasks.common; "
+            "sys.exit(1 if 'prefect' in sys.modules else 0)")
+    repo = Path(__file__).resolve().parents[2]
+    proc = subprocess.run([sys.executable, "-c", code], cwd=repo, env={**os.environ, "PYTHONPATH": str(repo)},
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
