@@ -327,3 +327,18 @@ def test_what_runs_before_the_server_does_not_import_prefect() -> None:
     proc = subprocess.run([sys.executable, "-c", code], cwd=repo, env={**os.environ, "PYTHONPATH": str(repo)},
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_run_outside_a_dvc_repository_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+    from tests.trust.conftest import trust_params, write_params
+
+    write_params(tmp_path / "params.yaml", trust_params())
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("VEILBENCH_ROOT", str(tmp_path))
+    result = CliRunner().invoke(app, ["run"])
+    assert result.exit_code == 2, result.output
+    assert "not a DVC repository" in result.output and str(tmp_path) in " ".join(result.output.split())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["params.yaml"], "nothing may be created"
