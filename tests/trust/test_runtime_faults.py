@@ -129,6 +129,9 @@ def test_killing_the_run_stops_its_prefect_server(how: int, tmp_path: Path) -> N
         while _listening(port) and time.monotonic() < deadline:
             time.sleep(0.2)
         assert not _listening(port), f"the Prefect server still listens on {port} after {how!r} of its parent"
+        while _processes_of(tmp_path) and time.monotonic() < deadline + 5:
+            time.sleep(0.2)
+        assert not _processes_of(tmp_path), f"a process of the server is left after {how!r} of its parent"
     finally:
         if proc.poll() is None:
             proc.kill()
