@@ -27,11 +27,19 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from flows.errors import ErrorBoundary
+
 app = typer.Typer(help="veilbench: privacy-preserving representation sharing, measured.", no_args_is_help=True,
-                  add_completion=False)
+                  add_completion=False, cls=ErrorBoundary, pretty_exceptions_show_locals=False)
 console = Console(stderr=True, soft_wrap=True)  # no wrapping: messages hold paths and keys
 
 STAGES = ["prepare", "embed", "release", "integrate", "attack", "evaluate", "report"]
+
+
+@app.callback()
+def _options(debug: bool = typer.Option(False, "--debug", help="print the full traceback of an error")) -> None:
+    """veilbench: privacy-preserving representation sharing, measured. User errors exit with
+    status 2, environment errors with 1, each as one message (the traceback with --debug)."""
 
 
 def _root() -> Path:
@@ -82,8 +90,21 @@ def run(
     if params is not None and not no_dvc:
         console.print("[red]error:[/red] --params: only with --no-dvc (DVC stages read params.yaml at the repo root)")
         raise typer.Exit(2)
-    _validate(params)
     root = _root()
+    if not no_dvc and not (root / ".dvc").is_dir():
+        from veilbench.validation import UsageError
+
+        raise UsageError(f"{root}: not a DVC repository (no .dvc folder); run veilbench in the project folder "
+                         f"(or set VEILBENCH_ROOT to it), or use --no-dvc")
+    _validate(params)
+    from tasks.common import snapshot_params
+
+    os.environ.update(snapshot_params(params or root / "params.yaml"))  # stages refuse a file edited mid-run
+    if not no_dvc:
+        from tasks.sources import invalidate_replaced_sources
+
+        for dataset in invalidate_replaced_sources(root):
+            console.print(f"datasets.{dataset}: its data file changed since it was prepared; preparing it again")
     with booting_prefect_server(root) as server:
         if not (no_dvc or per_stage_processes):
             # DVC plans while the server boots; it is waited for only when a stage has to run.

@@ -1,4 +1,4 @@
-"""One local Prefect API server for a whole pipeline run, bound to 127.0.0.1.
+"""One local Prefect API server for a whole pipeline run, bound to 127.0.0.1, living only as long as the run.
 
 Without ``PREFECT_API_URL`` every Prefect process boots its own temporary server (15–30 s on two
 cores). :func:`local_prefect_server` starts one ``prefect server start`` on a free loopback port,
@@ -6,19 +6,77 @@ waits until ``/api/health`` answers, exports ``PREFECT_API_URL`` for child proce
 stages) and stops the server afterwards. An already-set ``PREFECT_API_URL`` is used as is.
 :func:`booting_prefect_server` yields while the server is still booting, for callers with work
 to do that needs no API (``veilbench run`` plans the DVC stages meanwhile).
+
+Lifetime. The server runs under a small *watchdog* process (:data:`_WATCHDOG`) in a session and
+process group of its own, so a Ctrl-C in the terminal reaches only the run, which then stops the
+server itself. The watchdog reads a pipe from the run; the pipe closes when the run ends by any
+means (a normal exit, an exception, SIGTERM, or a SIGKILL that runs no clean-up at all), and the
+watchdog then terminates the server's whole process group (``prefect server start`` starts
+uvicorn as a further child) and, after :data:`STOP_GRACE_S`, kills what is left. Conversely, a
+server that dies during the run interrupts the run at once (:class:`PrefectServerDied`) instead
+of leaving Prefect's client retrying for minutes.
+
+Home. ``PREFECT_HOME`` (the server's database, its log and Prefect's result storage, where a
+failed task's exception is written) is ``<root>/.prefect`` for the server *and* this process,
+unless already set; it is exported before Prefect is imported, since Prefect reads its settings
+at import.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+#: Seconds the watchdog waits after SIGTERM before it kills the server's process group.
+STOP_GRACE_S = 2.0
+
+#: The watchdog: runs ``argv[1:]`` in its own process group and stops that group when its stdin
+#: (a pipe from the run) reaches end of file, or when it is asked to (SIGTERM).
+_WATCHDOG = r"""
+import os, signal, subprocess, sys, threading, time
+grace = float(os.environ.pop("VEILBENCH_STOP_GRACE_S", "5"))
+child = None
+stopping = threading.Event()
+def stop(*_):
+    if stopping.is_set():
+        return
+    stopping.set()  # from here on, the SIGTERM this sends to its own group is ignored (see below)
+    try:
+        os.killpg(os.getpgrp(), signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    deadline = time.monotonic() + grace
+    while child is not None and child.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.killpg(os.getpgrp(), signal.SIGKILL)
+def watch():
+    try:
+        sys.stdin.buffer.read()
+    finally:
+        stop()
+signal.signal(signal.SIGTERM, lambda *_: None if stopping.is_set() else threading.Thread(target=stop).start())
+child = subprocess.Popen(sys.argv[1:], stdin=subprocess.DEVNULL)
+threading.Thread(target=watch, daemon=True).start()
+code = child.wait()
+if stopping.is_set():
+    time.sleep(grace + 5)  # stop() ends this whole group, this process included
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+os.killpg(os.getpgrp(), signal.SIGTERM)  # the server exited by itself: take its helpers with it
+sys.exit(code or 1)
+"""
+
+
+class PrefectServerDied(RuntimeError):
+    """The run's Prefect server exited while the run still needed it."""
 
 
 def _free_port(host: str) -> int:
@@ -34,12 +92,14 @@ class BootingServer:
     def __init__(self, url: str, proc: subprocess.Popen | None, log_name: str, timeout: float):
         self.url, self._proc, self._log_name, self._timeout = url, proc, log_name, timeout
         self._ready = proc is None
+        self.died = False
 
     def wait_until_ready(self) -> str:
         deadline = time.monotonic() + self._timeout
         while not self._ready:
             if self._proc.poll() is not None:
-                raise RuntimeError(f"the Prefect server exited early (code {self._proc.returncode}); see {self._log_name}")
+                raise PrefectServerDied(f"the Prefect server exited early (code {self._proc.returncode}); "
+                                        f"see {self._log_name}")
             try:
                 with urllib.request.urlopen(f"{self.url}/health", timeout=2) as resp:
                     self._ready = resp.status == 200
@@ -52,40 +112,66 @@ class BootingServer:
         return self.url
 
 
+def _interrupt_on_death(server: BootingServer, proc: subprocess.Popen, stopping: threading.Event) -> None:
+    """Wait for the watchdog; if it exits before the run stops it, interrupt the main thread."""
+    proc.wait()
+    if not stopping.is_set():
+        server.died = True
+        os.kill(os.getpid(), signal.SIGINT)  # a real signal: it also wakes a main thread blocked on a lock
+
+
 @contextmanager
 def booting_prefect_server(root: Path, host: str = "127.0.0.1", timeout: float = 180.0) -> Iterator[BootingServer]:
     """Start ``prefect server start`` on a free loopback port (unless ``PREFECT_API_URL`` is set)
     and yield at once, so the caller can work while it boots (≈ 14 s on two cores, half of it the
-    database migrations of a new ``PREFECT_HOME``). ``PREFECT_API_URL`` is exported from the start,
-    so Prefect's settings read at import time see it; the server is stopped on exit."""
+    database migrations of a new ``PREFECT_HOME``). ``PREFECT_API_URL`` and ``PREFECT_HOME`` are
+    exported from the start, so Prefect's settings read at import time see them; the server is
+    stopped on exit, and stops by itself when this process dies (see the module docstring).
+    A server that dies while the caller works raises :class:`PrefectServerDied` here."""
     if os.environ.get("PREFECT_API_URL"):
         yield BootingServer(os.environ["PREFECT_API_URL"], None, "", timeout)
         return
     port = _free_port(host)
+    saved = {k: os.environ.get(k) for k in ("PREFECT_API_URL", "PREFECT_HOME")}
+    os.environ.setdefault("PREFECT_HOME", str(Path(root) / ".prefect"))
+    home = Path(os.environ["PREFECT_HOME"])
+    home.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
-    env.setdefault("PREFECT_HOME", str(root / ".prefect"))
     env.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     env.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
-    log = open(Path(env["PREFECT_HOME"]).mkdir(parents=True, exist_ok=True) or Path(env["PREFECT_HOME"]) / "server.log", "ab")
+    env["VEILBENCH_STOP_GRACE_S"] = str(STOP_GRACE_S)
+    log = open(home / "server.log", "ab")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "prefect", "server", "start", "--host", host, "--port", str(port)],
-        env=env, stdout=log, stderr=subprocess.STDOUT,
+        [sys.executable, "-c", _WATCHDOG, sys.executable, "-m", "prefect", "server", "start", "--host", host,
+         "--port", str(port)],
+        env=env, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )
     url = f"http://{host}:{port}/api"
-    previous = os.environ.get("PREFECT_API_URL")
     os.environ["PREFECT_API_URL"] = url
+    server = BootingServer(url, proc, log.name, timeout)
+    stopping = threading.Event()
+    monitor = threading.Thread(target=_interrupt_on_death, args=(server, proc, stopping), daemon=True)
+    monitor.start()
     try:
-        yield BootingServer(url, proc, log.name, timeout)
+        yield server
+    except KeyboardInterrupt:
+        if server.died:
+            raise PrefectServerDied(f"the Prefect server stopped during the run (exit code {proc.returncode}); "
+                                    f"see {log.name}") from None
+        raise
     finally:
-        if previous is None:
-            os.environ.pop("PREFECT_API_URL", None)
-        else:
-            os.environ["PREFECT_API_URL"] = previous
-        proc.terminate()
+        stopping.set()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        proc.stdin.close()  # the watchdog stops the server's process group
         try:
-            proc.wait(timeout=20)
+            proc.wait(timeout=STOP_GRACE_S + 10)
         except subprocess.TimeoutExpired:
-            proc.kill()
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
         log.close()
 
 

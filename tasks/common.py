@@ -2,25 +2,60 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from veilbench.config import Config, load_config
+from veilbench.validation import UsageError
+
+
+#: Environment variables naming the params file a run started with and the SHA-256 of its bytes
+#: then (set by ``veilbench run`` for itself and its stage processes).
+SNAPSHOT_FILE, SNAPSHOT_SHA256 = "VEILBENCH_PARAMS_FILE", "VEILBENCH_PARAMS_SHA256"
+
+
+def snapshot_params(path: str | Path) -> dict[str, str]:
+    """The environment entries that pin a run to the current bytes of the params file ``path``."""
+    p = Path(path).resolve()
+    return {SNAPSHOT_FILE: str(p), SNAPSHOT_SHA256: hashlib.sha256(p.read_bytes()).hexdigest()}
 
 
 def load_params(params_path: str | Path | None = None, root: Path | None = None) -> Config:
-    """Validate ``params.yaml`` (default: at the repo root) before any work starts."""
+    """Validate ``params.yaml`` (default: at the repo root) before any work starts.
+
+    Inside a run pinned by :func:`snapshot_params`, a params file that no longer has the bytes
+    the run started with is a :class:`UsageError`: every stage of one run reads one version."""
     from tasks.paths import repo_root
 
     path = Path(params_path) if params_path else (root or repo_root()) / "params.yaml"
+    pinned = os.environ.get(SNAPSHOT_SHA256)
+    if pinned and path.is_file() and str(path.resolve()) == os.environ.get(SNAPSHOT_FILE):
+        if hashlib.sha256(path.read_bytes()).hexdigest() != pinned:
+            raise UsageError(f"{path}: changed while the run was in progress; the stages that finished keep the "
+                             f"version the run started with: run again to bring the rest up to date")
     return load_config(path)
+
+
+def _retry_unless_user_error(task: Any, task_run: Any, state: Any) -> bool:
+    """Prefect's ``retry_condition_fn``: retry a failure unless it is a user error (a
+    :class:`~veilbench.validation.UsageError` fails the same way again)."""
+    from veilbench.validation import UsageError
+
+    try:
+        exc = state.result(raise_on_failure=False)
+    except Exception:  # noqa: BLE001 - an unreadable state: retry as before
+        return True
+    return not isinstance(exc, UsageError)
 
 
 def as_task(fn: Callable[..., Any], name: str, retries: int = 1) -> Any:
     """Wrap a plain stage function as a Prefect task (no result caching: DVC decides reruns;
-    one retry for transient I/O failures, none of which change results)."""
+    one retry for transient I/O failures, none of which change results; a user error is not retried)."""
     from prefect import task
     from prefect.cache_policies import NO_CACHE
 
-    return task(fn, name=name, cache_policy=NO_CACHE, retries=retries, retry_delay_seconds=1)
+    return task(fn, name=name, cache_policy=NO_CACHE, retries=retries, retry_delay_seconds=1,
+                retry_condition_fn=_retry_unless_user_error)

@@ -1,4 +1,9 @@
-"""``prepare`` stage: load a registered dataset, split train/test, allocate parties."""
+"""``prepare`` stage: load a registered dataset, split train/test, allocate parties.
+
+A user file (``options.path``) is part of what the stage was made from: its SHA-256
+(:func:`tasks.sources.source_digest`) is recorded in the manifest's ``params`` as
+``source_sha256`` (see :mod:`tasks.sources`).
+"""
 
 from __future__ import annotations
 
@@ -9,7 +14,9 @@ from tasks.common import as_task, load_params
 from tasks.paths import prepare_dir, repo_root
 from tasks.tracking import stage_run
 from veilbench.datasets import load_dataset, prepare_dataset
+from tasks.sources import source_digest
 from veilbench.io import write_bundle
+from veilbench.validation import UsageError
 
 
 def prepare(dataset: str, params_path: str | Path | None = None, root: Path | None = None) -> Path:
@@ -17,7 +24,7 @@ def prepare(dataset: str, params_path: str | Path | None = None, root: Path | No
     root = root or repo_root()
     cfg = load_params(params_path, root)
     if dataset not in cfg.datasets:
-        raise KeyError(f"dataset: {dataset!r} is not in params datasets ({sorted(cfg.datasets)})")
+        raise UsageError(f"dataset: {dataset!r} is not in params datasets ({sorted(cfg.datasets)})")
     dcfg = cfg.datasets[dataset]
     options = dict(dcfg.options)
     if options.get("path") and not Path(options["path"]).is_absolute():
@@ -25,6 +32,8 @@ def prepare(dataset: str, params_path: str | Path | None = None, root: Path | No
     if dcfg.source in ("gaussian_mixture", "low_rank", "adult_like"):
         options.setdefault("seed", cfg.seed)
     params = {"dataset": dataset, "seed": cfg.seed, **dcfg.model_dump()}
+    if options.get("path") and Path(options["path"]).exists():
+        params["source_sha256"] = source_digest(Path(options["path"]))
     started, t0 = time.time(), time.perf_counter()
     # Load and validate the data before the MLflow run opens: a rejected file changes nothing.
     data = load_dataset(dcfg.source, **options)
@@ -50,3 +59,4 @@ def prepare(dataset: str, params_path: str | Path | None = None, root: Path | No
 
 
 prepare_task = as_task(prepare, "prepare")
+

@@ -34,7 +34,9 @@ from tasks.tracking import (close_parent_run, computed_run_id, fail_interrupted_
 from veilbench.config import Config, SweepConfig
 from veilbench.crossfamily import crossfamily_metrics
 from veilbench.families import get_family
-from veilbench.io import ARRAYS, MANIFEST, read_bundle, read_json, write_bundle, write_json
+from veilbench.io import (ARRAYS, MANIFEST, bundle_intact, read_bundle, read_json, read_sealed_json, write_bundle,
+                          write_json, write_sealed_json)
+from veilbench.validation import UsageError
 
 
 def _split_seed(arrays: dict[str, np.ndarray], seed: int) -> dict[str, np.ndarray]:
@@ -119,11 +121,11 @@ class _StageContext:
 
 def _context(stage: str, sweep: str, params_path: str | Path | None, root: Path | None) -> _StageContext:
     if stage not in CELL_STAGES:
-        raise KeyError(f"stage: must be one of {CELL_STAGES}, got {stage!r}")
+        raise UsageError(f"stage: must be one of {CELL_STAGES}, got {stage!r}")
     root = root or repo_root()
     cfg = load_params(params_path, root)
     if sweep not in cfg.sweeps:
-        raise KeyError(f"sweep: {sweep!r} is not in params sweeps ({sorted(cfg.sweeps)})")
+        raise UsageError(f"sweep: {sweep!r} is not in params sweeps ({sorted(cfg.sweeps)})")
     out_root = sweep_report_dir(root, sweep) / "cells" if stage == "evaluate" else sweep_dir(root, stage, sweep)
     scfg = cfg.sweeps[sweep]
     return _StageContext(stage, sweep, root, cfg, get_family(scfg.family), scfg.expand(), out_root)
@@ -152,7 +154,7 @@ def run_cell(stage: str, sweep: str, cell: str, params_path: str | Path | None =
     """
     ctx = _context(stage, sweep, params_path, root)
     if cell not in ctx.cells:
-        raise KeyError(f"cell: {cell!r} is not a cell of sweep {sweep!r} ({list(ctx.cells)})")
+        raise UsageError(f"cell: {cell!r} is not a cell of sweep {sweep!r} ({list(ctx.cells)})")
     scfg, root = ctx.scfg, ctx.root
     ecfg = ctx.cfg.embeddings[scfg.embedding]
     options = ctx.cells[cell]
@@ -171,8 +173,8 @@ def run_cell(stage: str, sweep: str, cell: str, params_path: str | Path | None =
             "run_kind": "cell", "input_key": input_key, "reused": "false", **params_file_tags(params_path, root)}
     experiment = ctx.cfg.tracking.experiment
     parent = parent_run_id(experiment, stage, sweep, root)
-    stored = read_json(existing) if existing.is_file() else {}
-    if stored.get("input_key") == input_key:  # reused: the record gets a run re-logged from the stored metrics
+    stored = _reusable_record(stage, existing, input_key)
+    if stored is not None:  # reused: the record gets a run re-logged from the stored metrics
         source = computed_run_id(experiment, stage, sweep, cell, input_key, root)
         with stage_run(experiment, stage, params, {**tags, "reused": "true", **({"reused_from": source} if source else {})},
                        root, fail_stale=False, parent_run_id=parent) as run:
@@ -204,7 +206,7 @@ def run_cell(stage: str, sweep: str, cell: str, params_path: str | Path | None =
         record = {"stage": stage, "sweep": sweep, "cell": cell, "input_key": input_key, "seeds": scfg.seeds,
                   "params": params, "info": info, "per_seed": {str(s): m for s, m in per_seed.items()}}
         if stage == "evaluate":
-            write_json(existing, {**record, "dataset": ecfg.dataset, "method": tags["method"], "summary": summary})
+            write_sealed_json(existing, {**record, "dataset": ecfg.dataset, "method": tags["method"], "summary": summary})
             run.log_artifact(str(existing))
             run.log_text(per_seed_csv(per_seed), "tables/per_seed.csv")
         else:
@@ -213,6 +215,31 @@ def run_cell(stage: str, sweep: str, cell: str, params_path: str | Path | None =
             run.log_artifact(str(out / "manifest.json"))
         log_cell_metrics(run, summary, per_seed)
     return "computed"
+
+
+def _reusable_record(stage: str, existing: Path, input_key: str) -> dict[str, Any] | None:
+    """The stored record of a cell when it was made from ``input_key`` and is intact (an evaluate
+    record whose seal matches, or a bundle whose ``arrays.npz`` matches its recorded SHA-256), else
+    None: a truncated, unreadable or hand-edited output is recomputed, never reused."""
+    if stage == "evaluate":
+        record = read_sealed_json(existing)
+    else:
+        record = _read_mapping(existing) if bundle_intact(existing.parent) else None
+    return record if record is not None and record.get("input_key") == input_key else None
+
+
+def _reusable(stage: str, existing: Path, input_key: str) -> bool:
+    """True when :func:`_reusable_record` finds an intact record made from ``input_key``."""
+    return _reusable_record(stage, existing, input_key) is not None
+
+
+def _read_mapping(path: Path) -> dict[str, Any] | None:
+    """The JSON mapping at ``path``, or ``None`` when it cannot be read."""
+    try:
+        record = read_json(path)
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
 
 
 def finish_stage(stage: str, sweep: str, outcomes: dict[str, str], params_path: str | Path | None = None,

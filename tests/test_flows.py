@@ -68,19 +68,23 @@ def test_local_prefect_server_binds_loopback(tmp_path: Path, monkeypatch: pytest
 
     seen: dict = {}
 
-    class FakeServer:
+    import threading
+
+    class FakeServer:  # the server's watchdog: it runs until its stdin pipe is closed
         returncode = None
+        pid = 0
 
         def __init__(self, cmd, **kwargs):
             seen["cmd"] = cmd
+            closed = threading.Event()
+            self.stdin = type("Pipe", (), {"close": lambda _: (seen.update(terminated=True), closed.set())})()
+            self._closed = closed
 
         def poll(self):
-            return None
-
-        def terminate(self):
-            seen["terminated"] = True
+            return 0 if self._closed.is_set() else None
 
         def wait(self, timeout=None):
+            self._closed.wait(timeout)
             return 0
 
     class Healthy:

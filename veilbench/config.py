@@ -23,19 +23,48 @@ problem as ``<dotted.key>: <message>``.
 from __future__ import annotations
 
 import functools
+import inspect
 import itertools
+import math
 import re
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError as PydanticError, field_validator, model_validator
 
+from veilbench import strict_yaml
 from veilbench.datasets.registry import DATASETS
 from veilbench.families import FAMILY_MODULES, get_family
-from veilbench.validation import ValidationError
+from veilbench.names import cell_name, safe_name
+from veilbench.validation import UsageError, ValidationError
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_\-]*$")
+#: Most cells one sweep may expand to, and all sweeps together (checked before expanding: the
+#: product of the grid's axis lengths plus the explicit cells).
+MAX_CELLS_PER_SWEEP = 5_000
+MAX_CELLS = 20_000
+#: Seeds are 32-bit (every generator in the pipeline and torch accept them).
+MAX_SEED = 2**32 - 1
+#: Most names listed in one message (the rest are counted).
+_LIST_AT_MOST = 8
+
+
+def _few(names: list[Any]) -> str:
+    """``names`` for a message: the first :data:`_LIST_AT_MOST`, then how many more."""
+    shown = ", ".join(repr(n) for n in names[:_LIST_AT_MOST])
+    return f"[{shown}{f', … {len(names) - _LIST_AT_MOST} more' if len(names) > _LIST_AT_MOST else ''}]"
+
+
+def _accepted_options(fn: Any) -> list[str]:
+    """The keyword options ``fn`` accepts by name (a ``**kwargs`` catch-all accepts none)."""
+    params = inspect.signature(fn).parameters.values()
+    return [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+
+
+def _check_options(options: dict[str, Any], accepted: list[str], where: str) -> None:
+    unknown = sorted(set(options) - set(accepted))
+    if unknown:
+        valid = ", ".join(sorted(accepted)) if accepted else "none"
+        raise ValueError(f"{where}: unknown option(s) {unknown}; valid options: {valid}")
 
 
 class ConfigError(ValidationError):
@@ -62,25 +91,41 @@ class DatasetConfig(_Strict):
             raise ValueError(f"must be one of {sorted(DATASETS)}, got {v!r}")
         return v
 
+    @model_validator(mode="after")
+    def _loader_options(self) -> DatasetConfig:
+        """Every key of ``options`` must be a named parameter of the source's loader."""
+        _check_options(self.options, _accepted_options(DATASETS[self.source][0]), f"options of source {self.source!r}")
+        return self
+
 
 class EmbeddingConfig(_Strict):
     dataset: str
     encoder: Literal["raw", "standardize", "pca", "kernel_pca", "umap", "random_orthogonal", "sentence"] = "standardize"
     dim: int = Field(32, ge=1, le=100_000)
-    options: dict[str, Any] = Field(default_factory=dict)
+    options: dict[str, Any] = Field(default_factory=dict, description="encoder options (umap only: umap.UMAP's)")
 
+    @model_validator(mode="after")
+    def _encoder_options(self) -> EmbeddingConfig:
+        """Only ``umap`` takes options (``umap.UMAP``'s keyword arguments but the three set from
+        ``dim``, ``seed`` and the thread count); every other encoder takes none."""
+        if not self.options:
+            return self
+        if self.encoder != "umap":
+            _check_options(self.options, [], f"options of encoder {self.encoder!r}")
+        else:
+            import umap
 
-def _cell_name(assignment: dict[str, Any]) -> str:
-    if not assignment:
-        return "default"
-    parts = [f"{k}={v}" for k, v in assignment.items()]
-    return re.sub(r"[^A-Za-z0-9._=+-]", "_", "_".join(parts))
+            set_here = {"self", "n_components", "random_state", "n_jobs"}
+            _check_options(self.options, [n for n in _accepted_options(umap.UMAP.__init__) if n not in set_here],
+                           "options of encoder 'umap'")
+        return self
 
 
 class SweepConfig(_Strict):
     family: str
     embedding: str
-    seeds: list[int] = Field(default_factory=lambda: [0], min_length=1, max_length=100)
+    seeds: list[int] = Field(default_factory=lambda: [0], min_length=1, max_length=100,
+                             description=f"distinct seeds in [0, {MAX_SEED}]")
     params: dict[str, Any] = Field(default_factory=dict, description="options shared by every cell")
     grid: dict[str, list[Any]] = Field(default_factory=dict, description="cartesian product → one cell each")
     cells: list[dict[str, Any]] = Field(default_factory=list, description="explicit extra cells")
@@ -101,17 +146,30 @@ class SweepConfig(_Strict):
             axes = list(self.grid)
             for combo in itertools.product(*(self.grid[a] for a in axes)):
                 assignment = dict(zip(axes, combo, strict=True))
-                pairs.append((_cell_name(assignment), {**self.params, **assignment}))
-        pairs += [(_cell_name(extra), {**self.params, **extra}) for extra in self.cells]
+                pairs.append((cell_name(assignment), {**self.params, **assignment}))
+        pairs += [(cell_name(extra), {**self.params, **extra}) for extra in self.cells]
         return pairs or [("default", dict(self.params))]
 
     @model_validator(mode="after")
     def _distinct_cells(self) -> SweepConfig:
+        n = self.n_cells()
+        if n > MAX_CELLS_PER_SWEEP:
+            raise ValueError(f"grid: expands to {n} cells (the product of the axis lengths "
+                             f"{[len(v) for v in self.grid.values()]} plus {len(self.cells)} explicit cells); at most "
+                             f"{MAX_CELLS_PER_SWEEP} per sweep: split the sweep or shorten the axes")
         names = [n for n, _ in self._assignments()]
-        dupes = sorted({n for n in names if names.count(n) > 1})
+        counts: dict[str, int] = {}
+        for name in names:
+            counts[name] = counts.get(name, 0) + 1
+        dupes = sorted(name for name, k in counts.items() if k > 1)
         if dupes:
-            raise ValueError(f"cells: two cells expand to the same configuration {dupes}")
+            raise ValueError(f"cells: two cells expand to the same configuration {_few(dupes)}")
         return self
+
+    def n_cells(self) -> int:
+        """How many cells the sweep expands to, computed without expanding it."""
+        grid = math.prod(len(v) for v in self.grid.values()) if self.grid else 0
+        return max(grid + len(self.cells), 1)
 
     def expand(self) -> dict[str, dict[str, Any]]:
         """Cell name → the cell's full family options, in a stable order."""
@@ -129,11 +187,18 @@ class SweepConfig(_Strict):
     def _seeds(cls, v: list[int]) -> list[int]:
         if any(s < 0 for s in v) or len(set(v)) != len(v):
             raise ValueError("seeds must be distinct non-negative integers")
+        if any(s > MAX_SEED for s in v):
+            raise ValueError(f"seeds must be at most {MAX_SEED} (32-bit), got {max(v)}")
         return v
 
 
 class TrackingConfig(_Strict):
     experiment: str = Field("veilbench", min_length=1)
+
+    @field_validator("experiment")
+    @classmethod
+    def _safe(cls, v: str) -> str:
+        return _safe_field(v)
 
 
 class FrontierConfig(_Strict):
@@ -157,6 +222,11 @@ class FrontierConfig(_Strict):
     mark_label: str = ""
     paper_y: float | None = Field(None, description="a paper's y value at mark_x, drawn and labelled as the paper's")
     paper_label: str = Field("", description="what paper_y is (source, data set); shown with 'paper:'")
+
+    @field_validator("name")
+    @classmethod
+    def _safe(cls, v: str) -> str:
+        return _safe_field(v)
 
     @model_validator(mode="after")
     def _paper_needs_mark(self) -> FrontierConfig:
@@ -255,8 +325,16 @@ class ReportConfig(_Strict):
                                           "emit the cross-family metrics)")
 
 
+def _safe_field(v: str) -> str:
+    """:func:`safe_name` for a field validator (pydantic names the field)."""
+    try:
+        return safe_name(v, "name")
+    except UsageError as exc:
+        raise ValueError(str(exc).removeprefix("name: ")) from None
+
+
 class Config(_Strict):
-    seed: int = Field(0, ge=0)
+    seed: int = Field(0, ge=0, le=MAX_SEED)
     tracking: TrackingConfig = TrackingConfig()
     datasets: dict[str, DatasetConfig]
     embeddings: dict[str, EmbeddingConfig]
@@ -268,8 +346,13 @@ class Config(_Strict):
         problems = []
         for group in ("datasets", "embeddings", "sweeps"):
             for name in getattr(self, group):
-                if not _NAME.match(name):
-                    problems.append(f"{group}.{name}: names may hold letters, digits, '_' and '-' only")
+                try:
+                    safe_name(name, f"{group}.{name}"[:80])
+                except UsageError as exc:
+                    problems.append(str(exc))
+        total = sum(s.n_cells() for s in self.sweeps.values())
+        if total > MAX_CELLS:
+            problems.append(f"sweeps: expand to {total} cells in all; at most {MAX_CELLS}")
         for name, emb in self.embeddings.items():
             if emb.dataset not in self.datasets:
                 problems.append(f"embeddings.{name}.dataset: {emb.dataset!r} is not in datasets ({sorted(self.datasets)})")
@@ -298,7 +381,7 @@ class Config(_Strict):
                     problems.append(f"report.claims.{i}.{field}.sweep: {ref.sweep!r} is not in sweeps ({sorted(self.sweeps)})")
                 elif ref.cell not in self.sweeps[ref.sweep].expand():
                     problems.append(f"report.claims.{i}.{field}.cell: {ref.cell!r} is not a cell of {ref.sweep!r} "
-                                    f"({list(self.sweeps[ref.sweep].expand())})")
+                                    f"({_few(list(self.sweeps[ref.sweep].expand()))})")
         for i, entry in enumerate(self.report.data_free):
             if entry.sweep not in self.sweeps:
                 problems.append(f"report.data_free.{i}.sweep: {entry.sweep!r} is not in sweeps ({sorted(self.sweeps)})")
@@ -308,7 +391,7 @@ class Config(_Strict):
                 for sel in getattr(entry, field):
                     if isinstance(sel, str) and sel not in cells:
                         problems.append(f"report.data_free.{i}.{field}: {sel!r} is not a cell of {entry.sweep!r} "
-                                        f"({list(cells)})")
+                                        f"({_few(list(cells))})")
         if problems:
             raise ValueError("; ".join(problems))
         return self
@@ -323,7 +406,10 @@ def _format(exc: PydanticError, prefix: str = "") -> list[str]:
     out = []
     for err in exc.errors():
         loc = ".".join(str(p) for p in (prefix, *err["loc"]) if p != "")
-        msg = err["msg"]
+        msg = err["msg"].removeprefix("Value error, ")
+        field = re.match(r"([A-Za-z_]\w*): ", msg)
+        if err["type"] == "value_error" and field:  # a model validator naming its field: make it part of the key
+            loc, msg = f"{loc}.{field.group(1)}" if loc else field.group(1), msg[field.end():]
         if err["type"] == "extra_forbidden":
             msg = "unknown key (not allowed here)"
         elif "ctx" in err and err["type"] in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
@@ -360,7 +446,9 @@ def validate_config(raw: Any) -> Config:
                 f"datasets.{name}.n_parties: more parties ({ds.n_parties}) than records (max_records={ds.max_records})"
             )
     if problems:
-        raise ConfigError("invalid params:\n  " + "\n  ".join(problems))
+        shown = problems[:_LIST_AT_MOST] + ([f"… and {len(problems) - _LIST_AT_MOST} more problems"]
+                                            if len(problems) > _LIST_AT_MOST else [])
+        raise ConfigError("invalid params:\n  " + "\n  ".join(shown))
     return cfg
 
 
@@ -374,13 +462,18 @@ def load_config(path: str | Path = "params.yaml") -> Config:
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"params: file not found: {p}")
-    return _validated(p.read_text(encoding="utf-8"), str(p)).model_copy(deep=True)
+    if p.stat().st_size > strict_yaml.MAX_BYTES:
+        raise ConfigError(f"{p}: {p.stat().st_size} bytes is larger than the limit of {strict_yaml.MAX_BYTES} bytes "
+                          f"for a params file")
+    return _validated(p.read_bytes(), str(p)).model_copy(deep=True)
 
 
 @functools.lru_cache(maxsize=8)
-def _validated(text: str, where: str) -> Config:
+def _validated(data: bytes, where: str) -> Config:
+    """Parse ``data`` strictly (:mod:`veilbench.strict_yaml`: UTF-8, no duplicate keys, no
+    aliases, string keys, a size limit) and validate it."""
     try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{where}: not valid YAML ({exc})") from None
+        raw = strict_yaml.loads(data, where)
+    except strict_yaml.YamlError as exc:
+        raise ConfigError(str(exc)) from None
     return validate_config(raw)

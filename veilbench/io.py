@@ -6,9 +6,15 @@ A stage directory holds
   ever read). Stored uncompressed: stage outputs are mostly float64 noise, which zlib shrinks by
   about a fifth at ~20× the write time. An array byte-identical to another of the same bundle
   (e.g. a family's uploads and the cross-family view's copy of them) is stored once;
-* ``manifest.json``: ``{"stage", "shapes", "dtypes", "aliases", "seed", "params", "info",
-  "metrics"}`` so a reader can check what it got without loading the arrays; ``aliases`` maps
-  each array stored under another name to that name.
+* ``manifest.json``: ``{"stage", "shapes", "dtypes", "aliases", "arrays_sha256", "seed", "params",
+  "info", "metrics"}`` so a reader can check what it got without loading the arrays; ``aliases``
+  maps each array stored under another name to that name; ``arrays_sha256`` is the SHA-256 of the
+  ``arrays.npz`` bytes (numpy writes fixed zip timestamps, so equal arrays give equal bytes), which
+  :func:`bundle_intact` checks before an output is reused.
+
+Single JSON records that are reused (a cell's evaluation) are *sealed*: :func:`write_sealed_json`
+stores the SHA-256 of the record's canonical JSON beside it, and :func:`read_sealed_json` returns
+``None`` for a record that is missing, unreadable, truncated or edited by hand.
 
 Writes go to a temporary sibling directory that is renamed into place, so a killed stage
 leaves either the old complete output or none, never a half-written one.
@@ -18,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -98,6 +105,7 @@ def write_bundle(
     tmp = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}."))
     try:
         np.savez(tmp / ARRAYS, **stored)
+        full_manifest["arrays_sha256"] = file_sha256(tmp / ARRAYS)
         (tmp / MANIFEST).write_text(json.dumps(_jsonable(full_manifest), indent=2, sort_keys=True) + "\n")
         if directory.exists():
             old = directory.with_name(f".{directory.name}.old")
@@ -111,6 +119,51 @@ def write_bundle(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return directory
+
+
+def file_sha256(path: str | Path) -> str:
+    """SHA-256 of the bytes of the file at ``path`` (read in 1 MiB blocks)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def bundle_intact(directory: str | Path) -> bool:
+    """True when ``directory`` holds a readable ``manifest.json`` and an ``arrays.npz`` whose
+    SHA-256 is the one the manifest recorded (False for a truncated, replaced or missing file)."""
+    directory = Path(directory)
+    try:
+        recorded = read_json(directory / MANIFEST).get("arrays_sha256")
+        return isinstance(recorded, str) and file_sha256(directory / ARRAYS) == recorded
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _seal(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(_jsonable(obj), sort_keys=True).encode()).hexdigest()
+
+
+#: The key under which :func:`write_sealed_json` stores the record's digest.
+SEAL = "sha256"
+
+
+def write_sealed_json(path: str | Path, obj: Mapping[str, Any]) -> None:
+    """:func:`write_json` of the mapping ``obj`` plus ``"sha256"``, the SHA-256 of its canonical JSON."""
+    write_json(path, {**obj, SEAL: _seal({k: v for k, v in obj.items() if k != SEAL})})
+
+
+def read_sealed_json(path: str | Path) -> dict[str, Any] | None:
+    """The record written by :func:`write_sealed_json` at ``path``, or ``None`` when it is missing,
+    not JSON (e.g. truncated), or no longer matches its seal (edited)."""
+    try:
+        record = read_json(path)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or record.get(SEAL) != _seal({k: v for k, v in record.items() if k != SEAL}):
+        return None
+    return record
 
 
 def _deduplicate(arrays: Mapping[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, str]]:
@@ -131,17 +184,63 @@ def _deduplicate(arrays: Mapping[str, np.ndarray]) -> tuple[dict[str, np.ndarray
     return stored, aliases
 
 
+#: Most bytes an ``.npz`` may declare in all (after decompression) before anything is allocated.
+MAX_NPZ_BYTES = 16 << 30
+#: Largest decompressed/compressed size ratio of one ``.npz`` member bigger than
+#: :data:`_RATIO_FLOOR` bytes: real data compress a few times, a zip bomb thousands of times.
+MAX_COMPRESSION_RATIO = 200
+_RATIO_FLOOR = 1 << 24
+
+
+def check_npz_members(path: str | Path, max_bytes: int = MAX_NPZ_BYTES) -> None:
+    """Check an ``.npz`` before loading it, from the zip directory and each ``.npy`` header
+    (``numpy.lib.format``) only: every member's declared shape × item size must equal its stored
+    size, the total must stay under ``max_bytes``, and no large member may be compressed more than
+    :data:`MAX_COMPRESSION_RATIO` times. Raises :class:`ValidationError` naming the file."""
+    path = Path(path)
+    total = 0
+    try:
+        with zipfile.ZipFile(path) as zf:
+            for info in zf.infolist():
+                if info.file_size > _RATIO_FLOOR and info.file_size > MAX_COMPRESSION_RATIO * max(info.compress_size, 1):
+                    raise ValidationError(
+                        f"{path}: member {info.filename!r} expands {info.file_size / max(info.compress_size, 1):.0f} "
+                        f"times ({info.compress_size} → {info.file_size} bytes); refusing a possible zip bomb")
+                total += info.file_size
+                if total > max_bytes:
+                    raise ValidationError(f"{path}: declares more than {max_bytes} bytes of arrays; too large to load")
+                if not info.filename.endswith(".npy"):
+                    continue
+                with zf.open(info) as fh:
+                    version = np.lib.format.read_magic(fh)
+                    shape, _, dtype = (np.lib.format.read_array_header_1_0(fh) if version == (1, 0)
+                                       else np.lib.format.read_array_header_2_0(fh))
+                    header = fh.tell()
+                if dtype.hasobject:
+                    continue  # refused with its own message when loaded
+                declared = math.prod(shape) * dtype.itemsize
+                if declared != info.file_size - header:
+                    raise ValidationError(
+                        f"{path}: array {info.filename[:-4]!r} declares shape {shape} ({declared} bytes) but stores "
+                        f"{info.file_size - header} bytes; the file is corrupt or forged")
+    except ValidationError:
+        raise
+    except (zipfile.BadZipFile, zlib.error, OSError, EOFError, ValueError, NotImplementedError, RuntimeError) as exc:
+        raise ValidationError(f"{path}: not a readable .npz file (truncated or corrupt: {exc})") from None
+
+
 def load_npz(path: str | Path) -> dict[str, np.ndarray]:
     """Load every array of an ``.npz`` without ever unpickling.
 
     Raises :class:`ValidationError` naming the file when it is missing, truncated, not an npz,
-    or holds an object (pickled) array.
+    declares more than it stores (:func:`check_npz_members`), or holds an object (pickled) array.
     """
     path = Path(path)
     if not path.is_file():
         raise ValidationError(f"{path}: file not found")
     if not zipfile.is_zipfile(path):
         raise ValidationError(f"{path}: not a readable .npz file (not a zip archive: truncated or corrupt)")
+    check_npz_members(path)
     try:
         with np.load(path, allow_pickle=False) as data:
             return {k: data[k] for k in data.files}

@@ -12,7 +12,13 @@ from typing import Any
 import numpy as np
 
 
-class ValidationError(ValueError):
+class UsageError(Exception):
+    """A user mistake (a bad option, file, name or value): the message names the field or file
+    and what to do instead. The command line prints it as one line and exits with status 2;
+    every other exception is an environment error or a bug (status 1)."""
+
+
+class ValidationError(UsageError, ValueError):
     """Bad input: the message names the field, the allowed range and what was seen."""
 
 

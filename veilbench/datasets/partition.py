@@ -88,6 +88,11 @@ def prepare_dataset(
 
     check_in_range(test_size, "test_size", 0.0, 1.0, low_inclusive=False, high_inclusive=False)
     X, y = data.X, data.y
+    classes, per_class = np.unique(y, return_counts=True)
+    if per_class.min() < 2:
+        lonely = classes[per_class < 2].tolist()
+        raise ValidationError(f"y: class(es) {lonely[:8]} hold a single record; a train/test split needs at least 2 "
+                              f"records per class: add records or drop those classes")
     rows = np.arange(X.shape[0])
     rng = np.random.default_rng(seed)
     if max_records is not None and max_records < X.shape[0]:

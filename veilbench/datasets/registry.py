@@ -40,11 +40,24 @@ class Dataset:
     surface features (characters, words) and the ``sentence`` encoder embeds ``texts``."""
 
 
+#: Largest feature magnitude accepted: squares and sums of squares over millions of records stay
+#: far inside float64 (a standardisation of ±1e308 gives NaN).
+MAX_ABS_FEATURE = 1e15
+
+
 def _validated(name: str, X: Any, y: Any, description: str, **meta: Any) -> Dataset:
+    """``Dataset`` after checking X (n × p numeric, finite, |x| ≤ :data:`MAX_ABS_FEATURE`, not
+    every feature constant) and y (n integer labels, ≥ 2 classes)."""
     Xa = check_array(X, f"{name}.X", ndim=2, min_rows=2)
     if Xa.shape[1] == 0:
         raise ValidationError(f"{name}.X: expected at least 1 feature column, got shape {Xa.shape}")
+    biggest = float(np.max(np.abs(Xa))) if Xa.size else 0.0
+    if biggest > MAX_ABS_FEATURE:
+        raise ValidationError(f"{name}.X: values must lie within ±{MAX_ABS_FEATURE:g}, got magnitude {biggest:.3g}; "
+                              f"rescale the features")
     ya = check_labels(y, f"{name}.y", n=Xa.shape[0], min_classes=2)
+    if np.all(Xa == Xa[0]):
+        raise ValidationError(f"{name}.X: every feature is constant (e.g. all zero); the data hold nothing to learn")
     return Dataset(name=name, X=Xa, y=ya, description=description, meta=meta)
 
 
@@ -132,6 +145,8 @@ def load_file(path: str | os.PathLike | None = None, label_column: str = "label"
     if suffix in (".csv", ".parquet"):
         import pandas as pd
 
+        if suffix == ".csv":
+            _check_csv_header(p)
         try:
             df = pd.read_csv(p) if suffix == ".csv" else pd.read_parquet(p)
         except Exception as exc:  # pandas raises many types for malformed files
@@ -151,6 +166,22 @@ def load_file(path: str | os.PathLike | None = None, label_column: str = "label"
             _, y = np.unique(y.astype(str), return_inverse=True)
         return _validated(p.stem, feats.to_numpy(dtype=float), y, f"user file {p.name}", source=str(p))
     raise ValidationError(f"path: unsupported file type {suffix!r}; use .npz, .csv or .parquet")
+
+
+def _check_csv_header(path: Path) -> None:
+    """Refuse a CSV whose header names a column twice (pandas would rename the second ``label``
+    to ``label.1`` and use it as a feature)."""
+    import csv
+
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            header = next(csv.reader(fh), [])
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise ValidationError(f"{path}: cannot be read as .csv ({type(exc).__name__}: {exc})") from None
+    names = [h.strip() for h in header]
+    twice = sorted({h for h in names if names.count(h) > 1})
+    if twice:
+        raise ValidationError(f"{path}: the header names column(s) {twice} more than once; give each column one name")
 
 
 def _text_dataset(name: str, texts: list[str], y: Any, description: str, **meta: Any) -> Dataset:
@@ -182,6 +213,8 @@ def load_text_file(
         raise ValidationError(f"path: unsupported file type {p.suffix!r}; use .csv or .parquet")
     import pandas as pd
 
+    if p.suffix.lower() == ".csv":
+        _check_csv_header(p)
     try:
         df = pd.read_csv(p) if p.suffix.lower() == ".csv" else pd.read_parquet(p)
     except Exception as exc:  # pandas raises many types for malformed files

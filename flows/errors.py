@@ -1,0 +1,133 @@
+"""The command line's one error boundary: every failure ends as one short message and an exit status.
+
+Three kinds of failure, told apart by type:
+
+* **user errors** — :class:`veilbench.validation.UsageError` (and its subclasses
+  ``ValidationError``, ``ConfigError``), raised by the library, by a stage or by a Prefect task of
+  a stage: the message names the field or file and what is allowed; exit status **2**;
+* **environment errors** — ``OSError`` (a file that cannot be written, a full disk, a port in
+  use) and a failed Prefect server: one line naming the file or the service; exit status **1**;
+* anything else is a bug: one line with the exception's type and message; exit status **1**.
+
+``--debug`` (or ``VEILBENCH_DEBUG=1``) re-raises instead, so the full traceback is printed.
+A Ctrl-C ends with status 130 and one line. Without ``--debug`` Prefect's own failure logs keep
+their one-line message but lose the traceback it attaches (the same traceback again, with every
+local variable), so a stage's error reaches the user exactly once.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+import click
+import typer.core
+from rich.console import Console
+from rich.markup import escape
+
+#: Longest message printed (characters); the rest is elided with a count.
+MAX_MESSAGE_CHARS = 2000
+#: Most lines printed of a multi-line message (a params file with many problems).
+MAX_MESSAGE_LINES = 12
+
+#: Environment variables a command sets for its own duration (the params snapshot of a run).
+_COMMAND_ENV = ("VEILBENCH_PARAMS_FILE", "VEILBENCH_PARAMS_SHA256")
+
+#: Exit statuses.
+USER_ERROR, ENVIRONMENT_ERROR, INTERRUPTED = 2, 1, 130
+
+
+def debug_requested(ctx: click.Context | None = None) -> bool:
+    """True when ``--debug`` was given (a parameter of the root command) or ``VEILBENCH_DEBUG`` is set."""
+    flag = bool(ctx is not None and ctx.find_root().params.get("debug"))
+    return flag or os.environ.get("VEILBENCH_DEBUG", "").lower() in ("1", "true", "yes")
+
+
+def shorten(message: str) -> str:
+    """``message`` cut to :data:`MAX_MESSAGE_LINES` lines and :data:`MAX_MESSAGE_CHARS` characters."""
+    lines = message.strip().splitlines() or [""]
+    if len(lines) > MAX_MESSAGE_LINES:
+        lines = lines[:MAX_MESSAGE_LINES] + [f"  … and {len(lines) - MAX_MESSAGE_LINES} more"]
+    text = "\n".join(lines)
+    if len(text) > MAX_MESSAGE_CHARS:
+        text = text[:MAX_MESSAGE_CHARS] + f" … ({len(text) - MAX_MESSAGE_CHARS} more characters)"
+    return text
+
+
+def _is_server_failure(exc: BaseException) -> bool:
+    """A Prefect API that stopped answering (connection refused, a dead server)."""
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    return bool(names & {"ConnectError", "ConnectTimeout", "RemoteProtocolError", "PrefectServerDied"})
+
+
+def classify(exc: BaseException) -> tuple[int, str]:
+    """(exit status, one message) for an exception that reached the command line."""
+    from veilbench.validation import UsageError
+
+    if isinstance(exc, UsageError):
+        return USER_ERROR, shorten(str(exc))
+    if _is_server_failure(exc):
+        return ENVIRONMENT_ERROR, shorten(f"the Prefect server stopped answering ({type(exc).__name__}: {exc}); "
+                                          f"see .prefect/server.log and run again")
+    if isinstance(exc, OSError):
+        where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
+        what = exc.strerror or str(exc)
+        return ENVIRONMENT_ERROR, shorten(f"{where}{what} ({type(exc).__name__}); fix the file or folder and run again")
+    try:
+        from dvc.exceptions import DvcException
+    except ImportError:  # pragma: no cover - dvc is a dependency
+        DvcException = ()  # noqa: N806
+    if DvcException and isinstance(exc, DvcException):
+        return ENVIRONMENT_ERROR, shorten(f"DVC: {exc}")
+    return ENVIRONMENT_ERROR, shorten(f"{type(exc).__name__}: {exc} (an internal error; rerun with --debug for "
+                                      f"the traceback)")
+
+
+class _DropTraceback(logging.Filter):
+    """Keep a log record's message, drop the traceback attached to it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.exc_info, record.exc_text = None, None
+        return True
+
+
+#: Prefect's loggers that attach a traceback to every failed task and flow run.
+_PREFECT_RUN_LOGGERS = ("prefect.task_runs", "prefect.flow_runs", "prefect.task_engine", "prefect.flow_engine")
+
+
+def quiet_prefect_tracebacks() -> None:
+    """Drop the tracebacks of Prefect's run-failure logs (the boundary prints the error once)."""
+    for name in _PREFECT_RUN_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _DropTraceback) for f in logger.filters):
+            logger.addFilter(_DropTraceback())
+
+
+class ErrorBoundary(typer.core.TyperGroup):
+    """A Typer group whose commands' exceptions end as one message and an exit status (see the
+    module docstring); click's own usage errors and exits pass through unchanged."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        if not debug_requested(ctx):
+            quiet_prefect_tracebacks()
+        saved = {k: os.environ.get(k) for k in _COMMAND_ENV}
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.ClickException, click.Abort):
+            raise
+        except KeyboardInterrupt:
+            Console(stderr=True).print("[red]interrupted[/red]: stopped; outputs of finished stages are kept")
+            ctx.exit(INTERRUPTED)
+        except Exception as exc:  # noqa: BLE001 - the boundary
+            if debug_requested(ctx):
+                raise
+            code, message = classify(exc)
+            Console(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {escape(message)}")
+            ctx.exit(code)
+        finally:
+            for key, value in saved.items():  # a command's params snapshot ends with the command
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value

@@ -1,0 +1,347 @@
+"""Runtime faults: damaged outputs are recomputed, never reused; the Prefect server dies with the run.
+
+Output cases (one row each) damage one stored output of a populated work folder, then run the
+cell again: the damaged output must be recomputed (``run_cell`` returns ``"computed"``) and end
+equal to the undamaged one; the undamaged control is ``"reused"``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.trust.conftest import SWEEP
+from veilbench.io import read_bundle, read_json
+
+CELL = "default"
+
+
+def _truncate(path: Path) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+def _flip_last_byte(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[-30] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def _edit_metric(path: Path) -> None:
+    record = json.loads(path.read_text())
+    name = sorted(record["summary"])[0]
+    record["summary"][name]["mean"] = 123456.0
+    path.write_text(json.dumps(record))
+
+
+def _garbage(path: Path) -> None:
+    path.write_text("{not json")
+
+
+def _release(root: Path) -> Path:
+    return root / "data" / "release" / SWEEP / CELL
+
+
+def _evaluate(root: Path) -> Path:
+    return root / "reports" / "sweeps" / SWEEP / "cells" / f"{CELL}.json"
+
+
+#: case → (stage, file to damage, damage)
+FAULTS: list[tuple[str, str, Callable[[Path], Path], Callable[[Path], None]]] = [
+    ("truncated-release-arrays", "release", lambda r: _release(r) / "arrays.npz", _truncate),
+    ("bit-flip-in-release-arrays", "release", lambda r: _release(r) / "arrays.npz", _flip_last_byte),
+    ("unreadable-release-manifest", "release", lambda r: _release(r) / "manifest.json", _garbage),
+    ("missing-release-arrays", "release", lambda r: _release(r) / "arrays.npz", lambda p: p.unlink()),
+    ("truncated-evaluate-json", "evaluate", _evaluate, _truncate),
+    ("hand-edited-evaluate-metric", "evaluate", _evaluate, _edit_metric),
+]
+
+
+def _state(stage: str, root: Path) -> object:
+    if stage == "evaluate":
+        record = read_json(_evaluate(root))
+        return record["summary"], record["input_key"]
+    arrays, manifest = read_bundle(_release(root))
+    return {k: v.tobytes() for k, v in arrays.items()}, manifest["input_key"]
+
+
+@pytest.mark.parametrize("case", [c[0] for c in FAULTS])
+def test_damaged_outputs_are_recomputed_not_reused(case: str, trust_root: Path) -> None:
+    from tasks.sweep import run_cell
+
+    _, stage, target, damage = next(c for c in FAULTS if c[0] == case)
+    assert run_cell(stage, SWEEP, CELL, root=trust_root) == "reused"  # the control: intact → reused
+    clean = _state(stage, trust_root)
+    damage(target(trust_root))
+    assert run_cell(stage, SWEEP, CELL, root=trust_root) == "computed"
+    assert _state(stage, trust_root) == clean
+    assert run_cell(stage, SWEEP, CELL, root=trust_root) == "reused"
+
+
+# ------------------------------------------------------------------------------------------------
+# the Prefect server's lifetime is the run's
+# ------------------------------------------------------------------------------------------------
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+_HOLDER = """
+import sys, time
+from pathlib import Path
+from flows.server import booting_prefect_server
+with booting_prefect_server(Path(sys.argv[1])) as server:
+    server.wait_until_ready()
+    print(server.url, flush=True)
+    time.sleep(600)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT])
+def test_killing_the_run_stops_its_prefect_server(how: int, tmp_path: Path) -> None:
+    """A process holding the server is killed; within 10 s nothing listens on the server's port."""
+    repo = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "PREFECT_HOME")}
+    env["PYTHONPATH"] = str(repo)
+    proc = subprocess.Popen([sys.executable, "-c", _HOLDER, str(tmp_path)], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        url = proc.stdout.readline().strip()
+        assert url.startswith("http://127.0.0.1:"), url
+        port = int(url.split(":")[2].split("/")[0])
+        assert _listening(port)
+        proc.send_signal(how)
+        proc.wait(timeout=30)
+        deadline = time.monotonic() + 10
+        while _listening(port) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not _listening(port), f"the Prefect server still listens on {port} after {how!r} of its parent"
+        while _processes_of(tmp_path) and time.monotonic() < deadline + 5:
+            time.sleep(0.2)
+        assert not _processes_of(tmp_path), f"a process of the server is left after {how!r} of its parent"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert (tmp_path / ".prefect" / "server.log").is_file(), "PREFECT_HOME must live under the project"
+
+
+# ------------------------------------------------------------------------------------------------
+# `veilbench run` in a real DVC project: a stage's user error, SIGKILL of the run
+# ------------------------------------------------------------------------------------------------
+
+
+def _project(tmp_path: Path, params: dict) -> tuple[Path, dict[str, str]]:
+    """A git + DVC project holding a copy of the code, ``dvc.yaml`` and ``params``."""
+    import shutil
+
+    import yaml
+
+    repo = Path(__file__).resolve().parents[2]
+    root = tmp_path / "project"
+    root.mkdir()
+    for item in ("veilbench", "tasks", "flows"):
+        shutil.copytree(repo / item, root / item, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(repo / "dvc.yaml", root / "dvc.yaml")
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    (root / ".gitignore").write_text("mlflow.db\n__pycache__/\n/.prefect/\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "PREFECT_HOME", "DVC_ROOT")}
+    env.update({"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x", "GIT_COMMITTER_NAME": "t",
+                "GIT_COMMITTER_EMAIL": "t@x", "VEILBENCH_ROOT": str(root), "PYTHONPATH": str(root),
+                "COLUMNS": "200", "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"})
+    for cmd in (["git", "init", "-q"], [sys.executable, "-m", "dvc", "init", "-q"], ["git", "add", "-A"],
+                ["git", "commit", "-qm", "init"]):
+        subprocess.run(cmd, cwd=root, env=env, check=True, capture_output=True, timeout=300)
+    return root, env
+
+
+def _processes_of(root: Path) -> list[int]:
+    """Processes whose environment names ``root``'s Prefect home (the run's server and watchdog)."""
+    marker = f"PREFECT_HOME={root / '.prefect'}".encode()
+    found = []
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                if marker in (p / "environ").read_bytes().split(b"\0"):
+                    found.append(int(p.name))
+            except OSError:
+                continue
+    return found
+
+
+def _user_params(path: str) -> dict:
+    from tests.trust.conftest import trust_params
+
+    params = trust_params()
+    params["datasets"] = {"mine": {"source": "file", "options": {"path": path}, "test_size": 0.3, "n_parties": 2}}
+    params["embeddings"] = {"mine-pca": {"dataset": "mine", "encoder": "pca", "dim": 3}}
+    params["sweeps"][SWEEP]["embedding"] = "mine-pca"
+    return params
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc")
+def test_error_inside_a_stage_reaches_the_user_as_one_line(tmp_path: Path) -> None:
+    """A user data file rejected inside the prepare task of ``veilbench run``: exit 2, one message
+    naming the file's problem, no traceback, nothing recorded, no server left behind."""
+    root, env = _project(tmp_path, _user_params("user/zeros.npz"))
+    (root / "user").mkdir()
+    np.savez(root / "user" / "zeros.npz", X=np.zeros((40, 5)), y=np.arange(40) % 2)
+    proc = subprocess.run([sys.executable, "-m", "flows.cli", "run"], cwd=root, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 2, (proc.returncode, proc.stderr[-3000:])
+    assert "Traceback" not in proc.stderr + proc.stdout, proc.stderr[-3000:]
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "zeros.X" in errors[0] and "constant" in errors[0], proc.stderr[-3000:]
+    assert not (root / "dvc.lock").exists() and not (root / "data" / "prepare" / "mine").exists()
+    assert not _processes_of(root)
+    debug = subprocess.run([sys.executable, "-m", "flows.cli", "--debug", "run"], cwd=root, env=env,
+                           capture_output=True, text=True, timeout=600)
+    assert debug.returncode != 0 and "Traceback" in debug.stderr  # the control: --debug shows it
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc")
+def test_sigkill_of_veilbench_run_leaves_no_server(tmp_path: Path) -> None:
+    from tests.trust.conftest import trust_params
+
+    params = trust_params()
+    del params["datasets"]["mine"]
+    root, env = _project(tmp_path, params)
+    proc = subprocess.Popen([sys.executable, "-m", "flows.cli", "run"], cwd=root, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        for line in proc.stdout:  # the server answered once a stage starts
+            if line.startswith("Running stage"):
+                break
+        assert _processes_of(root), "the run's server was not found"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        deadline = time.monotonic() + 15
+        while _processes_of(root) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not _processes_of(root), "a process of the killed run is left"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+# ------------------------------------------------------------------------------------------------
+# the command line's error boundary: environment errors and bugs
+# ------------------------------------------------------------------------------------------------
+
+
+def test_environment_error_is_one_line_with_exit_1(trust_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``reports/`` replaced by a file: ``veilbench report`` cannot write; exit 1, one line naming it."""
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
+    monkeypatch.chdir(trust_root)
+    shutil.rmtree(trust_root / "reports")
+    (trust_root / "reports").write_text("not a folder\n")
+    result = CliRunner().invoke(app, ["report"])
+    assert result.exit_code == 1, (result.exit_code, result.output)
+    assert isinstance(result.exception, SystemExit), repr(result.exception)
+    errors = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "reports" in errors[0] and "Traceback" not in result.output, result.output
+
+
+@pytest.mark.parametrize(("exc", "code", "fragment"), [
+    (ValueError("x"), 1, "internal error"),
+    (PermissionError(13, "Permission denied", "/r/reports/index.md"), 1, "/r/reports/index.md: Permission denied"),
+    (type("ConnectError", (Exception,), {})("refused"), 1, "Prefect server stopped answering"),
+])
+def test_the_boundary_classifies_errors(exc: BaseException, code: int, fragment: str) -> None:
+    from flows.errors import classify
+    from veilbench.validation import UsageError, ValidationError
+
+    assert classify(exc)[0] == code and fragment in classify(exc)[1]
+    assert classify(ValidationError("y: bad"))[0] == 2 and classify(UsageError("z"))[0] == 2
+    assert classify(ValidationError("a\n" * 100))[1].count("\n") <= 13, "long messages are cut"
+
+
+def test_user_errors_are_not_retried_by_prefect() -> None:
+    from tasks.common import _retry_unless_user_error
+    from veilbench.validation import ValidationError
+
+    class State:
+        def __init__(self, exc: BaseException):
+            self.exc = exc
+
+        def result(self, raise_on_failure: bool = True) -> BaseException:
+            return self.exc
+
+    assert not _retry_unless_user_error(None, None, State(ValidationError("X: bad")))
+    assert _retry_unless_user_error(None, None, State(OSError("disk")))
+
+
+def test_a_replaced_user_file_invalidates_its_prepared_output(trust_root: Path) -> None:
+    """The user's ``user/mine.npz`` replaced after a run: its prepare output is removed (DVC then
+    rebuilds it); the unchanged file and the built-in dataset leave their outputs alone."""
+    from tasks.sources import invalidate_replaced_sources
+    from tests.trust.conftest import valid_user_arrays
+
+    assert invalidate_replaced_sources(trust_root) == []  # the control: nothing changed
+    assert (trust_root / "data" / "prepare" / "mine").is_dir()
+    np.savez(trust_root / "user" / "mine.npz", **valid_user_arrays(seed=1))
+    assert invalidate_replaced_sources(trust_root) == ["mine"]
+    assert not (trust_root / "data" / "prepare" / "mine").exists()
+    assert (trust_root / "data" / "prepare" / "digits" / "manifest.json").is_file()
+
+
+def test_params_edited_mid_run_stop_the_next_stage(trust_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run pinned to the params file's bytes: a stage that reads an edited file refuses to run."""
+    from tasks.common import snapshot_params
+    from tasks.sweep import run_cell
+    from veilbench.validation import UsageError
+
+    params = trust_root / "params.yaml"
+    for key, value in snapshot_params(params).items():
+        monkeypatch.setenv(key, value)
+    assert run_cell("release", SWEEP, CELL, root=trust_root) == "reused"  # the control: same bytes
+    before = {p: p.read_bytes() for p in (trust_root / "data").rglob("*") if p.is_file()}
+    params.write_text(params.read_text().replace("audit_releases: 400", "audit_releases: 500"))
+    with pytest.raises(UsageError, match="changed while the run was in progress"):
+        run_cell("release", SWEEP, CELL, root=trust_root)
+    assert {p: p.read_bytes() for p in (trust_root / "data").rglob("*") if p.is_file()} == before
+
+
+def test_what_runs_before_the_server_does_not_import_prefect() -> None:
+    """Prefect fixes its settings (API URL, home) at import: ``veilbench run`` must not import it
+    before its server exports them, else this process starts a second, unmanaged server."""
+    code = ("import sys, flows.cli, flows.server, tasks.sources, tasks.common; "
+            "sys.exit(1 if 'prefect' in sys.modules else 0)")
+    repo = Path(__file__).resolve().parents[2]
+    proc = subprocess.run([sys.executable, "-c", code], cwd=repo, env={**os.environ, "PYTHONPATH": str(repo)},
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_run_outside_a_dvc_repository_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+    from tests.trust.conftest import trust_params, write_params
+
+    write_params(tmp_path / "params.yaml", trust_params())
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("VEILBENCH_ROOT", str(tmp_path))
+    result = CliRunner().invoke(app, ["run"])
+    assert result.exit_code == 2, result.output
+    assert "not a DVC repository" in result.output and str(tmp_path) in " ".join(result.output.split())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["params.yaml"], "nothing may be created"
