@@ -106,7 +106,9 @@ def test_changing_one_epsilon_recomputes_only_that_cell(pipeline_run: Path) -> N
 def test_report_builds_tables_and_figures(pipeline_run: Path) -> None:
     out = report(root=pipeline_run)
     text = out.read_text()
-    assert "epsilon=8.0" in text and "mechanism=clean" in text and "ss-identity" in text
+    page = (pipeline_run / "reports/scoreshield.md").read_text()
+    assert "epsilon=8.0" in text and "mechanism=clean" in text and "ss-identity" in page
+    assert (pipeline_run / "reports/index.html").read_text().startswith("<!DOCTYPE html>")
     table = (pipeline_run / "reports/tables/scoreshield.csv").read_text().splitlines()
     assert len(table) == 1 + 4
     assert "parameter_sharing" in (pipeline_run / "reports/gca/communication.csv").read_text()
