@@ -150,7 +150,13 @@ def reproduce_in_process(root: Path, targets: list[str] | None = None, force: bo
     # DVC resolves targets (and the default dvc.yaml) against the working directory, as `dvc repro` run there
     with chdir(root), _stage_environment(root), Repo(str(root)) as repo, lock_repo(repo):  # lock entries written under it too
         planner = StalePlanner()
-        repo.reproduce(targets or None, force=force, repro_fn=planner)
+        planning_log = logging.getLogger("dvc.repo.reproduce")
+        level = planning_log.level
+        planning_log.setLevel(logging.WARNING)  # DVC logs an empty line per stale stage while it plans
+        try:
+            repo.reproduce(targets or None, force=force, repro_fn=planner)
+        finally:
+            planning_log.setLevel(level)
         if not planner.stages:
             return []
         if before_execute is not None:

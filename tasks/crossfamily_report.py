@@ -121,6 +121,7 @@ def plot_crossfamily(points: list[dict[str, Any]], path: Path) -> dict[str, list
     import matplotlib.pyplot as plt
 
     from tasks.report_figures import REFERENCE_STYLE, colour, legend_outside, marker, place_labels, save_figure
+    from tasks.report_numbers import error_bars
 
     adv = _has_advantage(points)
     xkey = "advantage" if adv else "x"
@@ -135,8 +136,10 @@ def plot_crossfamily(points: list[dict[str, Any]], path: Path) -> dict[str, list
             if not fp:
                 continue
             c, m = style[fam]
-            ax.errorbar([p[xkey] for p in fp], [p["y"] for p in fp], xerr=[p[f"{xkey}_ci95"] or 0.0 for p in fp],
-                        yerr=[p["y_ci95"] for p in fp], fmt=m, color=c, capsize=3, label=fam, markersize=6)
+            xs, ys = [p[xkey] for p in fp], [p["y"] for p in fp]
+            ax.errorbar(xs, ys, xerr=error_bars(ADVANTAGE if adv else LINKAGE, xs, [p[f"{xkey}_ci95"] or 0.0 for p in fp]),
+                        yerr=error_bars(UTILITY_METRIC, ys, [p["y_ci95"] for p in fp]), fmt=m, color=c, capsize=3,
+                        label=fam, markersize=6)
         if not adv:
             chances = sorted({round(p["chance"], 12) for p in pts if math.isfinite(p["chance"])})
             if chances:

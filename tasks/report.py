@@ -1,19 +1,33 @@
-"""``report`` stage: tables, privacy–utility figures and ``reports/index.md`` from cell metrics.
+"""``report`` stage: the report a person reads, from cell metrics.
 
 Reads every ``reports/sweeps/<sweep>/cells/<cell>.json`` written by ``evaluate`` (only sweeps
 and cells present in ``params.yaml``) and writes
 
-* ``reports/tables/<family>.md`` and ``.csv``: one row per cell, mean ± 95% CI of each metric;
+* ``reports/index.md``, summary first: per family the question it answers, the best mechanism at
+  each privacy level with the references and headline verdicts (:mod:`tasks.report_family`; at
+  most 8 columns, all families within the first 60 lines), then the cross-family view
+  (:mod:`tasks.crossfamily_report`), the paper-vs-ours table, the GCA communication note, the
+  privacy ledger and a glossary of the metrics shown (:mod:`tasks.report_numbers`);
+* ``reports/<family>.md`` for every registered family: the summary, the family's Pareto figure,
+  one table per sweep (the options that vary in it and the metrics of ``report.columns``), the
+  configured frontier figures;
+* ``reports/index.html``: index and family pages as one offline file (:mod:`tasks.report_html`);
+* ``reports/tables/<family>.md`` and ``.csv``: one row per cell, every metric (the CSV holds the
+  mean and the 95% t half-width ``<metric>_ci95``);
 * ``reports/figures/<frontier>.png``: one figure per ``report.frontiers`` entry, x = a privacy
   quantity (a metric, or ``param:<name>`` for a parameter such as ε), y = a utility metric, one
   curve per ``group_by`` value with CI error bars; cells without the x value (e.g. the clean
-  reference) are drawn as horizontal reference lines;
+  reference) are drawn as dashed horizontal reference lines; ``<family>-pareto.png`` and
+  ``crossfamily.png`` (conventions: :mod:`tasks.report_figures`);
 * ``reports/plots/<frontier>.json``: the plotted points, for ``dvc plots``;
 * ``reports/gca/communication.csv``: MiB per round per method and dataset for the GCA paper's
   configurations (formulas, independent of the sweeps; described in index.md when a GCA sweep runs);
 * ``reports/privacy_ledger.csv``: every DP release (from ``data/release/<sweep>/ledger.json``)
-  and, in ``index.md``, its composition per data set (:mod:`veilbench.privacy.ledger`);
-* ``reports/index.md``: links to all of the above.
+  and, in ``index.md``, its composition per data set (:mod:`veilbench.privacy.ledger`).
+
+Table cells show numbers as what they are (:func:`tasks.report_numbers.fmt_stats`): bounded
+metrics as ``mean [lower, upper]`` clipped to their range, yes/no outcomes as ``k of n`` seeds,
+others as ``mean ± half-width``, with the digits the interval allows.
 
 The report is also an MLflow run (stage ``report``) holding the ledger and the composed budgets.
 
@@ -30,7 +44,7 @@ from tasks.common import as_task, load_params
 from tasks.paths import repo_root, sweep_dir, sweep_report_dir
 from tasks.report_figures import PALETTE, REFERENCE_STYLE, colour, legend_outside, marker
 from tasks.report_figures import save_figure as save_figure  # re-exported: tasks.crossfamily_report uses it
-from tasks.report_numbers import fmt_stats, glossary
+from tasks.report_numbers import error_bars, fmt_stats, glossary
 from tasks.tracking import stage_run
 from veilbench.config import Config, FrontierConfig, FrontierRef, MetricRef
 from veilbench.io import atomic_write_text, read_json, write_json
@@ -204,8 +218,10 @@ def plot_frontier(points: list[dict[str, Any]], fr: FrontierConfig, path: Path) 
         label = name
         if fr.fit_loglog and (fit := loglog_slope([p["x"] for p in g], [p["y"] for p in g])) is not None:
             label = f"{name} (slope {fit[0]:.2f})"
-        ax.errorbar([p["x"] for p in g], [p["y"] for p in g], yerr=[p["y_ci95"] for p in g],
-                    xerr=[p["x_ci95"] for p in g], marker=marker(i), color=colour(i), capsize=3, label=label)
+        xs, ys = [p["x"] for p in g], [p["y"] for p in g]
+        ax.errorbar(xs, ys, yerr=error_bars(fr.y, ys, [p["y_ci95"] for p in g]),
+                    xerr=error_bars(fr.x, xs, [p["x_ci95"] for p in g]), marker=marker(i), color=colour(i), capsize=3,
+                    label=label)
     n_curves = len(_curves(points))
     for j, p in enumerate(refs):
         ax.axhline(p["y"], color=PALETTE[(n_curves + j) % len(PALETTE)], label=f"{p['group']} (reference)",

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from tasks.report_figures import REFERENCE_STYLE, colour, legend_outside, marker, place_labels, save_figure
-from tasks.report_numbers import fmt_stats
+from tasks.report_numbers import error_bars, fmt_stats
 from veilbench.config import Config
 
 #: the question each family answers, in a reader's words
@@ -243,7 +243,8 @@ def plot_pareto(cfg: Config, family: str, rows: list[dict[str, Any]], path: Path
     front = [r for r in best if _has(r, a)]
     if front:
         xs, ys = [_mean(r, a) for r in front], [_mean(r, u) for r in front]
-        ax.errorbar(xs, ys, yerr=[r["summary"][u]["ci95"] for r in front], color=colour(0), marker=marker(0),
+        ax.errorbar(xs, ys, yerr=error_bars(u, ys, [r["summary"][u]["ci95"] for r in front]), color=colour(0),
+                    marker=marker(0),
                     capsize=3, label="best per ε" if mode == "epsilon" else "Pareto frontier", zorder=3)
     i = 1
     for r in h["rows"]:

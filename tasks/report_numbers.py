@@ -70,6 +70,17 @@ def interval(name: str, stats: dict[str, float]) -> tuple[float, float, float]:
     return m, lo, hi
 
 
+def error_bars(name: str, means: list[float], halves: list[float]) -> list[list[float]]:
+    """Matplotlib's asymmetric ``[[below…], [above…]]`` error bars of :func:`interval` (clipped to
+    the metric's range, so a bar never reaches an impossible value)."""
+    below, above = [], []
+    for m, h in zip(means, halves, strict=True):
+        mm, lo, hi = interval(name, {"mean": m, "ci95": h or 0.0})
+        below.append(max(0.0, mm - lo))
+        above.append(max(0.0, hi - mm))
+    return [below, above]
+
+
 def _decimals(h: float) -> int:
     """Decimal places that show the half-width ``h`` to one significant digit (two when it is 1)."""
     exp = math.floor(math.log10(h))

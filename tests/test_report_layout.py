@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tasks.report_numbers import fmt_stats, interval, metric_kind, metric_range
+from tasks.report_numbers import error_bars, fmt_stats, interval, metric_kind, metric_range
 
 REPO = Path(__file__).resolve().parents[1]
 FAMILIES = ("anchornoise", "dc", "gca", "scoreshield")
@@ -121,6 +121,8 @@ def test_interval_formatting_clips_counts_and_follows_the_interval() -> None:
     assert fmt_stats("gpm_iterations", {"mean": 73.0, "ci95": 59.0, "n": 3}) == "70 ± 60"
     assert fmt_stats("gpm_iterations", {"mean": 98.67, "ci95": 15.2, "n": 3}) == "99 ± 15"
     assert fmt_stats("utility_accuracy", {"mean": 0.5, "ci95": 0.0, "n": 1}) == "0.5"
+    below, above = error_bars("utility_accuracy", [0.99, 0.5], [0.05, 0.1])
+    assert below == pytest.approx([0.05, 0.1]) and above == pytest.approx([0.01, 0.1]), "figure bars clipped too"
 
 
 def test_every_figure_has_its_legend_outside_the_axes_and_no_overlapping_labels(built: dict) -> None:
