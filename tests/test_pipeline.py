@@ -176,7 +176,7 @@ def test_family_table_shows_varying_options_and_selected_metrics() -> None:
             for e in (1.0, 4.0)]
     header, md, csv = family_table(rows)
     assert header == ["sweep", "cell", "dataset", "epsilon", "utility_a", "utility_b"], "constant δ is not a column"
-    assert md[1][4] == "0.4 ± 0.01" and csv[0]["utility_a_ci95"] == 0.01
+    assert md[1][4] == "0.400 ± 0.010" and csv[0]["utility_a_ci95"] == 0.01
     header, _, _ = family_table(rows, only=["utility_b", "missing_metric"])
     assert header[-1] == "utility_b" and "utility_a" not in header
 
