@@ -79,6 +79,7 @@ def run(
         console.print("[red]error:[/red] --params: only with --no-dvc (DVC stages read params.yaml at the repo root)")
         raise typer.Exit(2)
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")  # flow/task INFO lines would drown the progress
+    os.environ.setdefault("TQDM_DISABLE", "1")  # libraries' own bars (model weights loading) likewise
     _validate(params)
     root = _root()
     from flows.interrupt import Interrupt

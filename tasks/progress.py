@@ -10,7 +10,8 @@
 
 ETA. Each cell's expected time is its last run time, read from its manifest (the sum of the
 per-seed ``seconds`` in ``data/<stage>/<sweep>/<cell>/manifest.json`` or the evaluate cell JSON);
-a cell without one counts as the median of the known ones. A stale stage recomputes only the cells
+a cell without one counts as the median of the known ones of its stage; a planned stage not begun
+yet counts as the sum over the manifests on disk. A stale stage recomputes only the cells
 whose inputs changed and reuses the others at almost no cost, so the pending work is weighted by
 the share of cells computed so far, with one pseudo-count: ``p = (computed + 1) / (done + 1)``,
 ``ETA = p · Σ_pending t_cell / workers``. Stages that are one task (prepare, embed, report) are
@@ -95,7 +96,7 @@ class RunProgress:
         self._progress: Any = None
         self._tasks: dict[str, Any] = {}
         self._overall: Any = None
-        self._lock = threading.Lock()
+        self._priors: dict[str, float] = {}
 
     # -- display -------------------------------------------------------------------------------
     def __enter__(self) -> RunProgress:
@@ -164,13 +165,28 @@ class RunProgress:
         computed = sum(v == "computed" for v in outcomes)
         return sum(len(c) for c in self.cells.values()), computed, len(outcomes) - computed
 
+    def _prior(self, address: str) -> float:
+        """Expected seconds of a cell stage not begun yet: its cells' last run times on disk."""
+        if address not in self._priors:
+            stage, _, sweep = address.partition("@")
+            if stage == "evaluate":
+                cells = [p.stem for p in (self.root / "reports" / "sweeps" / sweep / "cells").glob("*.json")]
+            elif stage in ("release", "integrate", "attack"):
+                cells = [p.parent.name for p in (self.root / "data" / stage / sweep).glob("*/manifest.json")]
+            else:
+                cells = []
+            self._priors[address] = sum(past_cell_seconds(self.root, address, c) or 0.0 for c in cells)
+        return self._priors[address]
+
     def eta(self) -> float | None:
-        """Seconds left for the pending cells of the stages begun so far (see the module
-        docstring); None before any cell stage has begun."""
+        """Seconds left for the pending cells of the planned stages (see the module docstring):
+        a stage not begun yet counts with its cells' last run times on disk. None before any cell
+        stage has begun."""
         if not self.cells:
             return None
         pending = sum(self.estimate.get((a, c), 0.0) for a, cells in self.cells.items() for c in cells
                       if c not in self.outcomes.get(a, {}))
+        pending += sum(self._prior(a) for a in self.stages if a not in self.cells and a not in self.done)
         _, computed, reused = self.counts()
         share = (computed + 1) / (computed + reused + 1)
         return share * pending / self.workers

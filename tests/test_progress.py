@@ -151,3 +151,15 @@ def test_ctrl_c_stops_a_run_within_5_s_and_a_rerun_finishes(tmp_path: Path, pref
     status = subprocess.run([sys.executable, "-m", "dvc", "status"], cwd=tmp_path, env=env, capture_output=True,
                             text=True, timeout=300)
     assert "up to date" in (status.stdout + status.stderr).lower()
+
+
+def test_eta_counts_planned_stages_not_begun_from_their_manifests(tmp_path: Path) -> None:
+    _manifest(tmp_path, "release", "s", "a", [4.0])
+    _manifest(tmp_path, "evaluate", "t", "x", [6.0, 10.0])  # a later stage of another sweep
+    with RunProgress(["release@s", "evaluate@t"], tmp_path, workers=2, stream=io.StringIO()) as p:
+        p.stage_started("release@s")
+        p.stage_cells("release@s", ["a"])
+        assert p.eta() == pytest.approx((4.0 + 16.0) / 2), "evaluate@t has not begun: its manifests count"
+        p.cell_done("release@s", "a", "computed")
+        p.stage_done("release@s")
+        assert p.eta() == pytest.approx(16.0 / 2)
