@@ -16,7 +16,13 @@ from pathlib import Path
 
 STYLE = """
 body { font-family: system-ui, sans-serif; max-width: 72rem; margin: 1rem auto; padding: 0 1rem; line-height: 1.45; }
-nav.toc { border: 1px solid #ccc; padding: 0.5rem 1rem; margin-bottom: 1.5rem; font-size: 0.9rem; }
+nav.toc { border: 1px solid #ccc; padding: 0.5rem 1rem; margin-bottom: 1.5rem; font-size: 0.85rem; }
+nav.toc ul { padding-left: 1.1rem; margin: 0.2rem 0; }
+@media (min-width: 80rem) {
+  body { margin-left: 19rem; }
+  nav.toc { position: fixed; top: 0; left: 0; width: 16rem; height: 100vh; overflow-y: auto; margin: 0;
+            box-sizing: border-box; border-width: 0 1px 0 0; background: #fafafa; }
+}
 table { border-collapse: collapse; margin: 0.5rem 0 1rem; font-size: 0.85rem; display: block; overflow-x: auto; }
 th, td { border: 1px solid #ccc; padding: 0.2rem 0.45rem; text-align: left; vertical-align: top; }
 th { background: #f2f2f2; }
@@ -47,7 +53,7 @@ def markdown_to_html(text: str) -> tuple[str, str]:
     import markdown
 
     md = markdown.Markdown(extensions=["tables", "toc", "fenced_code"],
-                           extension_configs={"toc": {"toc_depth": "1-3"}})
+                           extension_configs={"toc": {"toc_depth": "1-2"}})
     body = md.convert(text)
     return body, md.toc  # type: ignore[attr-defined]
 
