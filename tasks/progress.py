@@ -11,7 +11,8 @@
 ETA. Each cell's expected time is its last run time, read from its manifest (the sum of the
 per-seed ``seconds`` in ``data/<stage>/<sweep>/<cell>/manifest.json`` or the evaluate cell JSON);
 a cell without one counts as the median of the known ones of its stage; a planned stage not begun
-yet counts as the sum over the manifests on disk. A stale stage recomputes only the cells
+yet counts as the sum over the manifests on disk. Where a stage has no past time at all (a first
+run), the ETA is shown as a lower bound, ``ETA ≥ …``. A stale stage recomputes only the cells
 whose inputs changed and reuses the others at almost no cost, so the pending work is weighted by
 the share of cells computed so far, with one pseudo-count: ``p = (computed + 1) / (done + 1)``,
 ``ETA = p · Σ_pending t_cell / workers``. Stages that are one task (prepare, embed, report) are
@@ -97,6 +98,7 @@ class RunProgress:
         self._tasks: dict[str, Any] = {}
         self._overall: Any = None
         self._priors: dict[str, float] = {}
+        self.eta_is_lower_bound = False
 
     # -- display -------------------------------------------------------------------------------
     def __enter__(self) -> RunProgress:
@@ -137,6 +139,8 @@ class RunProgress:
                 self.estimate[(address, c)] = t
                 known.append(t)
         default = statistics.median(known) if known else 1.0
+        if cells and not known:
+            self.eta_is_lower_bound = True
         for c in cells:
             self.estimate.setdefault((address, c), default)
         if self._progress is not None and cells:
@@ -176,6 +180,8 @@ class RunProgress:
             else:
                 cells = []
             self._priors[address] = sum(past_cell_seconds(self.root, address, c) or 0.0 for c in cells)
+            if not cells and stage in ("release", "integrate", "attack", "evaluate"):
+                self.eta_is_lower_bound = True  # a stage that never ran: its time is unknown
         return self._priors[address]
 
     def eta(self) -> float | None:
@@ -200,14 +206,17 @@ class RunProgress:
             head += f": {len(self.cells[address])} cells ({computed} computed, {len(o) - computed} reused)"
         line = f"{head} in {duration(took)}; elapsed {duration(time.monotonic() - self.t0)}"
         eta = self.eta()
-        return line + (f", ETA {duration(eta)}" if eta is not None and len(self.done) < len(self.stages) else "")
+        return line + (f", ETA {self._eta_text(eta)}" if eta is not None and len(self.done) < len(self.stages) else "")
+
+    def _eta_text(self, eta: float) -> str:
+        return ("≥ " if self.eta_is_lower_bound else "") + duration(eta)
 
     def _refresh(self) -> None:
         if self._progress is None or self._overall is None:
             return
         eta = self.eta()
         n = self.warnings_count()
-        text = (f"ETA {duration(eta)}" if eta is not None else "") + (f"  ({n} warnings in the log)" if n else "")
+        text = (f"ETA {self._eta_text(eta)}" if eta is not None else "") + (f"  ({n} warnings in the log)" if n else "")
         self._progress.update(self._overall, completed=len(self.done), eta=text)
 
     def summary(self) -> str:
