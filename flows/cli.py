@@ -92,7 +92,7 @@ def run(
         with interrupt.installed(), captured_warnings(log_path) as wlog:
             code = _run_pipeline(root, stage, per_stage_processes, no_dvc, force, params, interrupt, wlog, shown)
     except KeyboardInterrupt:
-        console.print("interrupted: finished stages are recorded in dvc.lock; `veilbench run` resumes from there")
+        console.print("interrupted: finished cells are kept; the next `veilbench run` reuses them")
         # Worker threads may still be inside a cell; their outputs go to temporaries, so the
         # process ends now instead of waiting for them (see flows.interrupt).
         sys.stdout.flush()

@@ -4,11 +4,13 @@ The first SIGINT raises ``KeyboardInterrupt`` in the main thread (the orderly pa
 starts, the lock entries of finished stages are written, the server stops) and starts a
 watchdog. A cell cannot be stopped midway, and the task runner waits for the cells in flight;
 so if the process is still alive after ``grace_s`` the watchdog waits for any DVC write in
-progress, runs the clean-ups (newest first: the live display, the ``dvc.lock`` entries of the
-finished stages, the Prefect server) and ends the process with status 130. Nothing is left
-half-written: cells write their outputs to temporaries renamed into place (the next run removes
-leftovers and marks their MLflow runs failed), and DVC files are written only under
-:attr:`Interrupt.dvc_writes`, which the watchdog takes before it exits.
+progress, runs the clean-ups (newest first: the live display, the Prefect server) and ends the
+process with status 130. It does not write the lock entries of the finished stages itself (DVC
+takes seconds per lock file on a loaded machine): the next run finds those stages changed and
+reuses their cells, whose input keys are unchanged. Nothing is left half-written: cells write
+their outputs to temporaries renamed into place (the next run removes leftovers and marks their
+MLflow runs failed), and DVC files are written only under :attr:`Interrupt.dvc_writes`, which
+the watchdog takes before it exits.
 
 This module imports nothing heavy (no Prefect: its settings are read at import time, after
 ``veilbench run`` has exported the API URL of its server).
@@ -49,7 +51,7 @@ class Interrupt:
         if self.fired.is_set():
             return  # already stopping; a second Ctrl-C must not cut a write short
         self.fired.set()
-        print("\ninterrupted: stopping (finished stages are kept; running cells are dropped)", file=sys.stderr,
+        print("\ninterrupted: stopping (finished cells are kept; running cells are dropped)", file=sys.stderr,
               flush=True)
         threading.Thread(target=self._watchdog, name="interrupt-watchdog", daemon=True).start()
         if self.dvc_writes.locked():

@@ -24,8 +24,8 @@ the next run sees those stages as changed and reuses their cells (input keys unc
 
 Progress and Ctrl-C. ``progress`` (a :class:`tasks.progress.RunProgress` factory) is told of every
 stage and cell as it starts and ends. ``interrupt`` (:class:`flows.interrupt.Interrupt`) makes
-Ctrl-C stop within seconds: DVC files are written only under its lock, and the lock entries of
-the finished stages are one of its clean-ups.
+Ctrl-C stop within seconds: DVC files are written only under its lock, so a stop never cuts one
+short.
 
 The hook is DVC's ``repro_fn`` argument of ``Repo.reproduce`` (used by DVC's experiments for the
 same purpose); dvc is pinned in ``pyproject.toml`` because this is not a documented public API.
@@ -164,7 +164,6 @@ def reproduce_in_process(root: Path, targets: list[str] | None = None, force: bo
         interrupt = interrupt or Interrupt()
         display = progress(list(planner.stages)) if progress is not None else None
         run = PlannedRun(planner.stages, planner.needs, display, interrupt)
-        interrupt.cleanups.append(run.flush)
         with repo.scm_context(), (display if display is not None else nullcontext()):
             if display is not None:
                 interrupt.cleanups.append(lambda: display.__exit__(None, None, None))
