@@ -18,7 +18,7 @@ export OPENBLAS_NUM_THREADS ?= 2
 export MKL_NUM_THREADS ?= 2
 export NUMBA_NUM_THREADS ?= 2
 
-.PHONY: run test install bench bench-quick clean-outputs
+.PHONY: run test install install-browser bench bench-quick clean-outputs
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -35,7 +35,15 @@ install: $(STAMP)
 run: $(STAMP)
 	$(BIN)/veilbench run
 
+# Headless Chromium for the HTML report's browser test (Debian/Ubuntu package; the test skips
+# with a message when it is missing, e.g. without root or network).
+install-browser:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	  (apt-get install -y -q chromium >/dev/null 2>&1 || sudo -n apt-get install -y -q chromium >/dev/null 2>&1) || \
+	  echo "install-browser: could not install chromium; the HTML browser test will be skipped"
+
 test: $(STAMP)
+	-@$(MAKE) --no-print-directory install-browser
 	PREFECT_HOME=$$(mktemp -d) $(BIN)/python -m pytest -q
 
 # Benchmarks write JSON to reports/bench/. Full sizes take hours on 2 cores; bench-quick takes minutes.

@@ -81,15 +81,17 @@ def run(
 
     By default DVC decides which stages are stale and records them in dvc.lock, and the stale
     stages run inside this one process (`flows.pipeline`): the same outputs and lock as
-    `dvc repro`, without a Python start-up per stage."""
-    from flows.server import booting_prefect_server
-
+    `dvc repro`, without a Python start-up per stage. Progress: a live display on a terminal
+    (stages, cells computed/reused, elapsed, ETA), one line per finished stage otherwise; library
+    warnings go to reports/run.log (counted on screen); Ctrl-C stops within a few seconds."""
     if stage is not None and stage not in STAGES:
         console.print(f"[red]error:[/red] {escape(f'--stage must be one of {STAGES}, got {stage!r}')}")
         raise typer.Exit(2)
     if params is not None and not no_dvc:
         console.print("[red]error:[/red] --params: only with --no-dvc (DVC stages read params.yaml at the repo root)")
         raise typer.Exit(2)
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")  # flow/task INFO lines would drown the progress
+    os.environ.setdefault("TQDM_DISABLE", "1")  # libraries' own bars (model weights loading) likewise
     root = _root()
     if not no_dvc and not (root / ".dvc").is_dir():
         from veilbench.validation import UsageError
@@ -105,29 +107,66 @@ def run(
 
         for dataset in invalidate_replaced_sources(root):
             console.print(f"datasets.{dataset}: its data file changed since it was prepared; preparing it again")
-    with booting_prefect_server(root) as server:
-        if not (no_dvc or per_stage_processes):
-            # DVC plans while the server boots; it is waited for only when a stage has to run.
-            from flows.pipeline import reproduce_in_process
-            from tasks.tracking import open_store
+    from flows.interrupt import Interrupt
+    from tasks.progress import captured_warnings
 
-            open_store(root)  # a new MLflow store gets its tables (~1.5 s) while the server boots
-            executed = reproduce_in_process(root, [stage] if stage else None, force, before_execute=server.wait_until_ready)
-            console.print(f"{len(executed)} stage(s) ran" + (": " + ", ".join(executed) if executed else " (all up to date)"))
-            code = 0
-        else:
-            url = server.wait_until_ready()
-            console.print(f"Prefect API: {url}")
-            if no_dvc:
-                cmd = [sys.executable, "-m", "flows.benchmark"] + (["--params", str(params)] if params else [])
-            else:
-                cmd = [sys.executable, "-m", "dvc", "repro"] + (["--force"] if force else []) + ([stage] if stage else [])
-            # dvc.yaml commands call `python`: make it this interpreter (the project venv).
-            path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-            code = subprocess.call(cmd, cwd=root, env={**os.environ, "PREFECT_API_URL": url, "PATH": path})
+    interrupt = Interrupt()
+    log_path = root / "reports" / "run.log"
+    shown: dict[str, object] = {}
+    try:
+        with interrupt.installed(), captured_warnings(log_path) as wlog:
+            code = _run_pipeline(root, stage, per_stage_processes, no_dvc, force, params, interrupt, wlog, shown)
+    except KeyboardInterrupt:
+        console.print("interrupted: finished cells are kept; the next `veilbench run` reuses them")
+        # Worker threads may still be inside a cell; their outputs go to temporaries, so the
+        # process ends now instead of waiting for them (see flows.interrupt).
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)
+    if wlog.count:
+        console.print(f"{wlog.count} library warning(s) written to {log_path}")
     if code != 0:
         raise typer.Exit(code)
-    console.print(f"done: see {root / 'reports' / 'index.md'}")
+    if "progress" in shown:
+        console.print(shown["progress"].summary())
+    console.print(f"done: see {root / 'reports' / 'index.md'} (or index.html)")
+
+
+def _run_pipeline(root: Path, stage: str | None, per_stage_processes: bool, no_dvc: bool, force: bool,
+                  params: Path | None, interrupt: object, wlog: object, shown: dict[str, object]) -> int:
+    """The body of ``run`` inside its Ctrl-C and warning handling; returns the exit status."""
+    from flows.server import booting_prefect_server
+
+    with booting_prefect_server(root) as server:
+        proc = getattr(server, "_proc", None)
+        if proc is not None:
+            interrupt.cleanups.append(proc.terminate)  # an interrupted run leaves no server behind
+        if not (no_dvc or per_stage_processes):
+            # DVC plans while the server boots; it is waited for only when a stage has to run.
+            from flows._stage import cell_threads
+            from flows.pipeline import reproduce_in_process
+            from tasks.progress import RunProgress
+            from tasks.tracking import open_store
+
+            def display(stages: list[str]) -> RunProgress:
+                shown["progress"] = RunProgress(stages, root, cell_threads(), warnings_count=lambda: wlog.count)
+                return shown["progress"]
+
+            open_store(root)  # a new MLflow store gets its tables (~1.5 s) while the server boots
+            executed = reproduce_in_process(root, [stage] if stage else None, force, before_execute=server.wait_until_ready,
+                                            progress=display, interrupt=interrupt)
+            if not executed:
+                console.print("0 stage(s) ran (all up to date)")
+            return 0
+        url = server.wait_until_ready()
+        console.print(f"Prefect API: {url}")
+        if no_dvc:
+            cmd = [sys.executable, "-m", "flows.benchmark"] + (["--params", str(params)] if params else [])
+        else:
+            cmd = [sys.executable, "-m", "dvc", "repro"] + (["--force"] if force else []) + ([stage] if stage else [])
+        # dvc.yaml commands call `python`: make it this interpreter (the project venv).
+        path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+        return subprocess.call(cmd, cwd=root, env={**os.environ, "PREFECT_API_URL": url, "PATH": path})
 
 
 @app.command()

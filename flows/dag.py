@@ -16,7 +16,8 @@ family may run concurrently (stage functions hold no process-global state,
 
 ``on_start(address)`` and ``on_done(address)`` run in the calling thread (the in-process DVC
 pipeline prints, then saves and commits the instance's outputs there) while the workers go on
-with other cells. After a failure nothing new starts, the tasks in flight finish, and the first
+with other cells; so do the progress callbacks ``on_cells(address, cells)`` (a cell stage's
+cells, once it opens) and ``on_cell(address, cell, outcome)`` (``"computed"`` or ``"reused"``). After a failure nothing new starts, the tasks in flight finish, and the first
 error is raised.
 """
 
@@ -73,6 +74,8 @@ def run_stage_dag(
     params_path: str | None = None,
     on_start: Callable[[str], None] | None = None,
     on_done: Callable[[str], None] | None = None,
+    on_cells: Callable[[str, list[str]], None] | None = None,
+    on_cell: Callable[[str, str, Any], None] | None = None,
 ) -> dict[str, Any]:
     """Run every instance of ``needs`` (address → addresses it waits for; dependencies outside
     ``needs`` count as satisfied) inside the current flow; returns address → the result of the
@@ -125,6 +128,8 @@ def run_stage_dag(
             return
         cells = begin_stage_task(name, key, params_path)
         cells_left[address], outcomes[address] = len(cells), {}
+        if on_cells is not None:
+            on_cells(address, list(cells))
         ready.extend((address, cell) for cell in cells)
         if not cells:
             finish(address, None)
@@ -163,6 +168,8 @@ def run_stage_dag(
             if error is None and cell is not None:
                 outcomes[address][cell] = result
                 cells_left[address] -= 1
+                if on_cell is not None:
+                    on_cell(address, cell, result)
             if error is None and (cell is None or cells_left[address] == 0):
                 completed.append((address, result))
         fill()  # the workers get new work before the stage bookkeeping below

@@ -22,6 +22,11 @@ sees nothing to do, and ``dvc repro`` remains available (``veilbench run
 --per-stage-processes``) with identical results. A run killed outright loses only lock entries;
 the next run sees those stages as changed and reuses their cells (input keys unchanged).
 
+Progress and Ctrl-C. ``progress`` (a :class:`tasks.progress.RunProgress` factory) is told of every
+stage and cell as it starts and ends. ``interrupt`` (:class:`flows.interrupt.Interrupt`) makes
+Ctrl-C stop within seconds: DVC files are written only under its lock, so a stop never cuts one
+short.
+
 The hook is DVC's ``repro_fn`` argument of ``Repo.reproduce`` (used by DVC's experiments for the
 same purpose); dvc is pinned in ``pyproject.toml`` because this is not a documented public API.
 """
@@ -31,7 +36,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Iterator
-from contextlib import chdir, contextmanager
+from contextlib import chdir, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +45,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows._stage import cell_threads, single_threaded_blas
 from flows.dag import run_stage_dag
+from flows.interrupt import Interrupt
 
 log = logging.getLogger("veilbench.pipeline")
 
@@ -64,38 +70,52 @@ class StalePlanner:
 
 class PlannedRun:
     """The stale stages of one plan: run them as the ``pipeline`` flow, saving and committing each
-    stage's outputs to DVC as it finishes; :meth:`flush` writes their lock entries in one go."""
+    stage's outputs to DVC as it finishes; :meth:`flush` writes their lock entries in one go.
+    ``progress`` (a :class:`tasks.progress.RunProgress`) is told of stages and cells as they go."""
 
-    def __init__(self, stages: dict[str, Any], needs: dict[str, list[str]]):
+    def __init__(self, stages: dict[str, Any], needs: dict[str, list[str]], progress: Any = None,
+                 interrupt: Interrupt | None = None):
         self.stages, self.needs = stages, needs
+        self.progress = progress
+        self.interrupt = interrupt or Interrupt()
         self.executed: list[str] = []
         self._unlocked: list[Any] = []
 
     def start(self, address: str) -> None:
-        print(f"Running stage '{address}' (in process)", flush=True)
+        if self.progress is None:
+            print(f"Running stage '{address}' (in process)", flush=True)
+        else:
+            self.progress.stage_started(address)
 
     def record(self, address: str) -> None:
         stage = self.stages[address]
-        stage.save(run_cache=False)
-        stage.commit()
-        self._unlocked.append(stage)
+        with self.interrupt.writing():
+            stage.save(run_cache=False)
+            stage.commit()
+            self._unlocked.append(stage)
         self.executed.append(address)
+        if self.progress is not None:
+            self.progress.stage_done(address)
 
     @flow(name="pipeline", task_runner=ThreadPoolTaskRunner(max_workers=cell_threads()))
     def execute(self) -> list[str]:
         """Run the planned stages; returns their DVC addresses in the order they finished."""
+        p = self.progress
         with single_threaded_blas(cell_threads()):
-            run_stage_dag(self.needs, on_start=self.start, on_done=self.record)
+            run_stage_dag(self.needs, on_start=self.start, on_done=self.record,
+                          on_cells=None if p is None else p.stage_cells, on_cell=None if p is None else p.cell_done)
         return self.executed
 
     def flush(self) -> None:
-        """Write the ``dvc.lock`` entries of the stages recorded since the last flush, one write per file."""
-        by_file: dict[str, list[Any]] = {}
-        for stage in self._unlocked:
-            by_file.setdefault(stage.dvcfile.path, []).append(stage)
-        for stages in by_file.values():
-            stages[0].dvcfile.dump_stages(stages, update_pipeline=False)
-        self._unlocked.clear()
+        """Write the ``dvc.lock`` entries of the stages recorded since the last flush, one write per
+        file (under :attr:`Interrupt.dvc_writes`: an interrupted run never cuts it short)."""
+        with self.interrupt.dvc_writes:
+            by_file: dict[str, list[Any]] = {}
+            for stage in self._unlocked:
+                by_file.setdefault(stage.dvcfile.path, []).append(stage)
+            for stages in by_file.values():
+                stages[0].dvcfile.dump_stages(stages, update_pipeline=False)
+            self._unlocked.clear()
 
 
 @contextmanager
@@ -114,24 +134,39 @@ def _stage_environment(root: Path) -> Iterator[None]:
 
 
 def reproduce_in_process(root: Path, targets: list[str] | None = None, force: bool = False,
-                         before_execute: Callable[[], object] | None = None) -> list[str]:
+                         before_execute: Callable[[], object] | None = None,
+                         progress: Callable[[list[str]], Any] | None = None,
+                         interrupt: Interrupt | None = None) -> list[str]:
     """Plan ``targets`` (default: the whole ``dvc.yaml``) under the DVC repo lock, then, if any
     stage is stale, call ``before_execute`` (``veilbench run`` waits there for the Prefect server
     that boots while DVC plans) and run them in this process. Returns the DVC addresses of the
-    stages that ran, in the order they finished (``[]``, and no flow at all, when all was up to date)."""
+    stages that ran, in the order they finished (``[]``, and no flow at all, when all was up to date).
+
+    ``progress(stages)`` makes the progress display (a context manager) for the planned stages;
+    ``interrupt`` guards the DVC writes and gets the lock flush as a clean-up (module docstring)."""
     from dvc.repo import Repo, lock_repo
 
     logging.getLogger("dvc").propagate = False  # DVC prints its own messages; Prefect's root handler would repeat them
     # DVC resolves targets (and the default dvc.yaml) against the working directory, as `dvc repro` run there
     with chdir(root), _stage_environment(root), Repo(str(root)) as repo, lock_repo(repo):  # lock entries written under it too
         planner = StalePlanner()
-        repo.reproduce(targets or None, force=force, repro_fn=planner)
+        planning_log = logging.getLogger("dvc.repo.reproduce")
+        level = planning_log.level
+        planning_log.setLevel(logging.WARNING)  # DVC logs an empty line per stale stage while it plans
+        try:
+            repo.reproduce(targets or None, force=force, repro_fn=planner)
+        finally:
+            planning_log.setLevel(level)
         if not planner.stages:
             return []
         if before_execute is not None:
             before_execute()
-        run = PlannedRun(planner.stages, planner.needs)
-        with repo.scm_context():
+        interrupt = interrupt or Interrupt()
+        display = progress(list(planner.stages)) if progress is not None else None
+        run = PlannedRun(planner.stages, planner.needs, display, interrupt)
+        with repo.scm_context(), (display if display is not None else nullcontext()):
+            if display is not None:
+                interrupt.cleanups.append(lambda: display.__exit__(None, None, None))
             try:
                 return run.execute()
             finally:

@@ -1,7 +1,6 @@
 """Flow for the ``report`` stage: ``python -m flows.report [--params params.yaml]``."""
 
 import argparse
-import sys
 
 from prefect import flow
 

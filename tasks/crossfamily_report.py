@@ -7,9 +7,12 @@ From the report's cell rows (:func:`tasks.report.load_cell_metrics`) that carry 
 * ``tables/crossfamily.md`` and ``tables/crossfamily.csv``: one row per cell (family, sweep, cell,
   dataset, linkage rate ± 95% CI, chance, utility ± 95% CI; the CSV adds the relative
   reconstruction error and the number of leaked pairs);
-* ``figures/crossfamily.png``: x = linkage rate, y = utility balanced accuracy, one marker and
-  colour per family, CI error bars, chance lines, one panel per dataset; points numbered as the
-  table's ``#`` column;
+* ``figures/crossfamily.png``: shared axes for every family, x = the attacker's advantage over the
+  data-free control (``xfam_linkage_advantage``) when the cells report it, else the linkage rate,
+  y = utility balanced accuracy; one Okabe–Ito colour and marker per family, CI error bars, the
+  chance linkage as a dashed data-free reference, one panel per dataset, the legend outside the
+  axes, and only each family's Pareto points labelled (by cell, never overlapping:
+  :func:`tasks.report_figures.place_labels`);
 * ``plots/crossfamily.json``: the plotted points, for ``dvc plots``;
 
 and returns the markdown lines for ``index.md``. The files are written even when no cell emitted
@@ -26,20 +29,25 @@ from veilbench.crossfamily import DEFAULT_LEAK_FRACTION, THREAT_MODEL, UTILITY
 from veilbench.io import atomic_write_text, write_json
 
 LINKAGE = "xfam_linkage_rate"
+ADVANTAGE = "xfam_linkage_advantage"
 UTILITY_METRIC = "xfam_utility_balanced_accuracy"
-HEADER = ["#", "family", "sweep", "cell", "dataset", "linkage rate", "chance", "attacked / leaked rows",
-          "utility (balanced acc.)"]
+HEADER = ["family", "sweep", "cell", "linkage rate", "chance", "attacked / leaked rows", "utility (balanced acc.)"]
 CSV_COLUMNS = ["point", "family", "sweep", "cell", "dataset", "method", "linkage_rate", "linkage_rate_ci95",
+               "linkage_advantage", "linkage_advantage_ci95",
                "chance", "relative_error", "relative_error_ci95", "leaked_pairs", "attacked_rows", "utility_balanced_accuracy",
                "utility_balanced_accuracy_ci95", "n_seeds"]
-MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 X_LABEL = "record-linkage rate (fraction of attacked records linked to their source, 0–1)"
+X_LABEL_ADVANTAGE = "attacker advantage over the data-free control, (linkage − control) / (1 − control)"
 Y_LABEL = "utility: balanced accuracy on held-out records (0–1)"
 
 
 def _stat(row: dict[str, Any], metric: str, key: str = "mean") -> float:
     s = row["summary"].get(metric)
     return float(s[key]) if s is not None else math.nan
+
+
+def _finite_or_none(v: float) -> float | None:
+    return v if math.isfinite(v) else None
 
 
 def crossfamily_points(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -54,6 +62,7 @@ def crossfamily_points(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "point": counter[r["dataset"]], "family": r["family"], "sweep": r["sweep"], "cell": r["cell"],
             "dataset": r["dataset"], "method": r.get("method", ""),
             "x": _stat(r, LINKAGE), "x_ci95": _stat(r, LINKAGE, "ci95"),
+            "advantage": _finite_or_none(_stat(r, ADVANTAGE)), "advantage_ci95": _finite_or_none(_stat(r, ADVANTAGE, "ci95")),
             "chance": _stat(r, "xfam_linkage_chance"),
             "relative_error": _stat(r, "xfam_relative_error"),
             "relative_error_ci95": _stat(r, "xfam_relative_error", "ci95"),
@@ -65,61 +74,92 @@ def crossfamily_points(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return points
 
 
-def _pm(mean: float, ci: float, n: int) -> str:
-    from tasks.report import _fmt  # lazy: tasks.report imports this module
+def _pm(metric: str, mean: float, ci: float, n: int) -> str:
+    from tasks.report_numbers import fmt_stats
 
-    return _fmt({"mean": mean, "ci95": ci, "n": n})
+    return fmt_stats(metric, {"mean": mean, "ci95": ci, "n": n})
+
+
+def _has_advantage(points: list[dict[str, Any]]) -> bool:
+    return any(p.get("advantage") is not None for p in points)
+
+
+def _header(points: list[dict[str, Any]]) -> list[str]:
+    return HEADER[:4] + ["advantage over control"] + HEADER[4:] if _has_advantage(points) else HEADER
 
 
 def _table_rows(points: list[dict[str, Any]]) -> list[list[str]]:
-    return [[str(p["point"]), p["family"], p["sweep"], p["cell"], p["dataset"], _pm(p["x"], p["x_ci95"], p["n_seeds"]),
-             f"{p['chance']:.3g}", f"{p['attacked_rows']:.0f} / {p['leaked_pairs']:.0f}",
-             _pm(p["y"], p["y_ci95"], p["n_seeds"])] for p in points]
+    adv = _has_advantage(points)
+    out = []
+    for p in points:
+        row = [p["family"], p["sweep"], p["cell"], _pm(LINKAGE, p["x"], p["x_ci95"], p["n_seeds"])]
+        if adv:
+            row.append("" if p.get("advantage") is None else
+                       _pm(ADVANTAGE, p["advantage"], p.get("advantage_ci95") or 0.0, p["n_seeds"]))
+        row += [f"{p['chance']:.3g}", f"{p['attacked_rows']:.0f} / {p['leaked_pairs']:.0f}",
+                _pm(UTILITY_METRIC, p["y"], p["y_ci95"], p["n_seeds"])]
+        out.append(row)
+    return out
 
 
-def plot_crossfamily(points: list[dict[str, Any]], path: Path) -> None:
-    """Save the cross-family figure: one panel per dataset, one marker/colour per family."""
+def pareto(points: list[dict[str, Any]], x: str = "x") -> list[dict[str, Any]]:
+    """The points no other point beats on both axes (at most the leakage ``x``, at least the
+    utility ``y``), by increasing ``x``."""
+    front: list[dict[str, Any]] = []
+    for p in sorted((p for p in points if p.get(x) is not None), key=lambda p: (p[x], -p["y"])):
+        if not front or p["y"] > front[-1]["y"]:
+            front.append(p)
+    return front
+
+
+def plot_crossfamily(points: list[dict[str, Any]], path: Path) -> dict[str, list[Any]]:
+    """Save the cross-family figure (see the module docstring); returns its layout (boxes of the
+    axes, legends and point labels: :func:`tasks.report_figures.layout`)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from tasks.report_figures import REFERENCE_STYLE, colour, legend_outside, marker, place_labels, save_figure
+    from tasks.report_numbers import error_bars
+
+    adv = _has_advantage(points)
+    xkey = "advantage" if adv else "x"
     datasets = sorted({p["dataset"] for p in points}) or [""]
     families = sorted({p["family"] for p in points})
-    style = {f: (f"C{i % 10}", MARKERS[i % len(MARKERS)]) for i, f in enumerate(families)}
-    fig, axes = plt.subplots(1, len(datasets), figsize=(6.4 * len(datasets), 4.6), dpi=120, squeeze=False)
-    for ax, dataset in zip(axes[0], datasets, strict=True):
-        pts = [p for p in points if p["dataset"] == dataset]
+    style = {f: (colour(i), marker(i)) for i, f in enumerate(families)}
+    fig, axes = plt.subplots(len(datasets), 1, figsize=(7.0, 4.8 * len(datasets)), dpi=120, squeeze=False)
+    for ax, dataset in zip(axes[:, 0], datasets, strict=True):
+        pts = [p for p in points if p["dataset"] == dataset and p.get(xkey) is not None]
         for fam in families:
             fp = [p for p in pts if p["family"] == fam]
             if not fp:
                 continue
-            colour, marker = style[fam]
-            ax.errorbar([p["x"] for p in fp], [p["y"] for p in fp], xerr=[p["x_ci95"] for p in fp],
-                        yerr=[p["y_ci95"] for p in fp], fmt=marker, color=colour, capsize=3, label=fam)
-            for p in fp:
-                ax.annotate(str(p["point"]), (p["x"], p["y"]), textcoords="offset points", xytext=(4, 4), fontsize=7)
-        chances = {(p["family"], round(p["chance"], 12)) for p in pts if math.isfinite(p["chance"])}
-        if len({c for _, c in chances}) == 1:
-            ax.axvline(next(iter(chances))[1], color="0.4", linestyle=":", label="chance (1 / distinct records)")
+            c, m = style[fam]
+            xs, ys = [p[xkey] for p in fp], [p["y"] for p in fp]
+            ax.errorbar(xs, ys, xerr=error_bars(ADVANTAGE if adv else LINKAGE, xs, [p[f"{xkey}_ci95"] or 0.0 for p in fp]),
+                        yerr=error_bars(UTILITY_METRIC, ys, [p["y_ci95"] for p in fp]), fmt=m, color=c, capsize=3,
+                        label=fam, markersize=6)
+        if not adv:
+            chances = sorted({round(p["chance"], 12) for p in pts if math.isfinite(p["chance"])})
+            if chances:
+                ax.axvline(max(chances), color="0.3", label="chance linkage (data-free guess)", **REFERENCE_STYLE)
         else:
-            for fam, chance in sorted(chances):
-                label = f"chance, {fam}" if chance == min(c for f, c in chances if f == fam) else None
-                ax.axvline(chance, color=style[fam][0], linestyle=":", label=label)
+            ax.axvline(0.0, color="0.3", label="no advantage over the data-free control", **REFERENCE_STYLE)
         if not pts:
             ax.text(0.5, 0.5, "no cell emitted the cross-family arrays", ha="center", va="center",
                     transform=ax.transAxes)
-        ax.set_xlim(-0.03, 1.03)
-        ax.set_ylim(0.0, 1.03)
-        ax.set_xlabel(X_LABEL, fontsize=8)
+        ax.set_xlim(-1.05 if adv and any(p[xkey] < 0 for p in pts) else -0.05, 1.05)
+        ax.set_ylim(0.0, 1.05)
+        ax.set_xlabel(X_LABEL_ADVANTAGE if adv else X_LABEL, fontsize=8)
         ax.set_ylabel(Y_LABEL, fontsize=8)
-        ax.set_title(f"Cross-family view{f': {dataset}' if dataset else ''}")
+        ax.set_title(f"Cross-family view{f': {dataset}' if dataset else ''} (labelled: each family's Pareto points)",
+                     fontsize=9)
         ax.grid(True, alpha=0.3)
-        if pts:
-            ax.legend(fontsize=8, loc="best")
-    from tasks.report import save_figure
-
-    save_figure(fig, path)
+        legend_outside(ax)
+        front = [p for fam in families for p in pareto([p for p in pts if p["family"] == fam], xkey)]
+        place_labels(ax, [p[xkey] for p in front], [p["y"] for p in front], [p["cell"] for p in front])
+    return save_figure(fig, path)
 
 
 def crossfamily_section(rows: list[dict[str, Any]], reports_dir: Path) -> list[str]:
@@ -140,8 +180,9 @@ def crossfamily_section(rows: list[dict[str, Any]], reports_dir: Path) -> list[s
              "rows with the family tables, which use each paper's attacks.", ""]
     tables: list[str] = []
     for dataset in datasets:
-        table = _markdown(HEADER, _table_rows([p for p in points if p["dataset"] == dataset]))
-        heading = [f"### {dataset}", ""] if len(datasets) > 1 else []
+        dpts = [p for p in points if p["dataset"] == dataset]
+        table = _markdown(_header(dpts), _table_rows(dpts))
+        heading = [f"### {dataset}", ""] if len(datasets) > 1 else [f"Data set `{dataset}`:", ""]
         tables += [*heading, table]
         lines += [*heading, table]
     if not points:
@@ -150,6 +191,7 @@ def crossfamily_section(rows: list[dict[str, Any]], reports_dir: Path) -> list[s
         lines += [none, ""]
     atomic_write_text(reports_dir / "tables" / "crossfamily.md", "\n".join(tables))
     csv = pd.DataFrame([{**p, "linkage_rate": p["x"], "linkage_rate_ci95": p["x_ci95"],
+                         "linkage_advantage": p["advantage"], "linkage_advantage_ci95": p["advantage_ci95"],
                          "utility_balanced_accuracy": p["y"], "utility_balanced_accuracy_ci95": p["y_ci95"]}
                         for p in points], columns=CSV_COLUMNS)
     atomic_write_text(reports_dir / "tables" / "crossfamily.csv", csv.to_csv(index=False))
@@ -157,6 +199,6 @@ def crossfamily_section(rows: list[dict[str, Any]], reports_dir: Path) -> list[s
     plot_crossfamily(points, reports_dir / "figures" / "crossfamily.png")
     if points:
         lines += ["![Cross-family view](figures/crossfamily.png)", "",
-                  "Points are numbered as the tables' `#` column. All columns (relative reconstruction error, "
-                  "leaked pairs): `tables/crossfamily.csv`.", ""]
+                  "Labelled points are each family's Pareto points (no other cell of the family leaks less and keeps "
+                  "more utility). All columns (relative reconstruction error, leaked pairs): `tables/crossfamily.csv`.", ""]
     return lines

@@ -1,19 +1,33 @@
-"""``report`` stage: tables, privacy–utility figures and ``reports/index.md`` from cell metrics.
+"""``report`` stage: the report a person reads, from cell metrics.
 
 Reads every ``reports/sweeps/<sweep>/cells/<cell>.json`` written by ``evaluate`` (only sweeps
 and cells present in ``params.yaml``) and writes
 
-* ``reports/tables/<family>.md`` and ``.csv``: one row per cell, mean ± 95% CI of each metric;
+* ``reports/index.md``, summary first: per family the question it answers, the best mechanism at
+  each privacy level with the references and headline verdicts (:mod:`tasks.report_family`; at
+  most 8 columns, all families within the first 60 lines), then the cross-family view
+  (:mod:`tasks.crossfamily_report`), the paper-vs-ours table, the GCA communication note, the
+  privacy ledger and a glossary of the metrics shown (:mod:`tasks.report_numbers`);
+* ``reports/<family>.md`` for every registered family: the summary, the family's Pareto figure,
+  one table per sweep (the options that vary in it and the metrics of ``report.columns``), the
+  configured frontier figures;
+* ``reports/index.html``: index and family pages as one offline file (:mod:`tasks.report_html`);
+* ``reports/tables/<family>.md`` and ``.csv``: one row per cell, every metric (the CSV holds the
+  mean and the 95% t half-width ``<metric>_ci95``);
 * ``reports/figures/<frontier>.png``: one figure per ``report.frontiers`` entry, x = a privacy
   quantity (a metric, or ``param:<name>`` for a parameter such as ε), y = a utility metric, one
   curve per ``group_by`` value with CI error bars; cells without the x value (e.g. the clean
-  reference) are drawn as horizontal reference lines;
+  reference) are drawn as dashed horizontal reference lines; ``<family>-pareto.png`` and
+  ``crossfamily.png`` (conventions: :mod:`tasks.report_figures`);
 * ``reports/plots/<frontier>.json``: the plotted points, for ``dvc plots``;
 * ``reports/gca/communication.csv``: MiB per round per method and dataset for the GCA paper's
   configurations (formulas, independent of the sweeps; described in index.md when a GCA sweep runs);
 * ``reports/privacy_ledger.csv``: every DP release (from ``data/release/<sweep>/ledger.json``)
-  and, in ``index.md``, what each deployment (cell) spends, by PLD composition (:mod:`veilbench.privacy.ledger`);
-* ``reports/index.md``: links to all of the above.
+  and, in ``index.md``, what each deployment (cell) spends, by PLD composition (:mod:`veilbench.privacy.ledger`).
+
+Table cells show numbers as what they are (:func:`tasks.report_numbers.fmt_stats`): bounded
+metrics as ``mean [lower, upper]`` clipped to their range, yes/no outcomes as ``k of n`` seeds,
+others as ``mean ± half-width``, with the digits the interval allows.
 
 The report is also an MLflow run (stage ``report``) holding the ledger and the composed budgets.
 
@@ -29,10 +43,15 @@ from typing import Any
 
 from tasks.common import as_task, load_params
 from tasks.paths import repo_root, sweep_dir, sweep_report_dir
+from tasks.report_figures import PALETTE, REFERENCE_STYLE, colour, legend_outside, marker
+from tasks.report_figures import save_figure as save_figure  # re-exported: tasks.crossfamily_report uses it
+from tasks.report_numbers import error_bars, fmt_stats, glossary
 from tasks.tracking import stage_run
-from tasks.verdicts import ALPHA, Estimate, claim_p_value, data_free_section, judge_claim, split_spread_lines
+from tasks.verdicts import (ALPHA, Estimate, claim_p_value, data_free_digest, data_free_section, judge_claim,
+                            split_spread_lines)
 from veilbench.config import Config, FrontierConfig, FrontierRef, MetricRef
 from veilbench.io import atomic_write_text, read_json, write_json
+
 
 
 def load_cell_metrics(cfg: Config, root: Path) -> list[dict[str, Any]]:
@@ -72,7 +91,7 @@ def family_table(rows: list[dict[str, Any]], only: list[str] | None = None) -> t
     md, csv = [], []
     for r in rows:
         md.append([r["sweep"], r["cell"], r["dataset"], *[str(r["params"].get(p, "")) for p in param_names],
-                   *[_fmt(r["summary"][m]) if m in r["summary"] else "" for m in metric_names]])
+                   *[fmt_stats(m, r["summary"].get(m)) for m in metric_names]])
         rec: dict[str, Any] = {"sweep": r["sweep"], "cell": r["cell"], "dataset": r["dataset"],
                                **{p: r["params"].get(p) for p in param_names}}
         for m in metric_names:
@@ -189,8 +208,10 @@ def frontier_summary(points: list[dict[str, Any]], fr: FrontierConfig) -> list[s
     return lines
 
 
-def plot_frontier(points: list[dict[str, Any]], fr: FrontierConfig, path: Path) -> None:
-    """Save one privacy–utility figure (PNG) with labelled axes, legend and CI error bars."""
+def plot_frontier(points: list[dict[str, Any]], fr: FrontierConfig, path: Path) -> dict[str, list[Any]]:
+    """Save one privacy–utility figure (PNG): one curve per group with CI error bars (Okabe–Ito
+    colours, distinct markers), reference cells as dashed horizontal lines, the marked x as a dotted
+    line, the paper's value as a labelled star, the legend outside the axes."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -198,42 +219,35 @@ def plot_frontier(points: list[dict[str, Any]], fr: FrontierConfig, path: Path) 
 
     fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=120)
     refs = [p for p in points if p["x"] is None]
-    for name, g in _curves(points).items():
+    for i, (name, g) in enumerate(_curves(points).items()):
         label = name
         if fr.fit_loglog and (fit := loglog_slope([p["x"] for p in g], [p["y"] for p in g])) is not None:
             label = f"{name} (slope {fit[0]:.2f})"
-        ax.errorbar([p["x"] for p in g], [p["y"] for p in g], yerr=[p["y_ci95"] for p in g],
-                    xerr=[p["x_ci95"] for p in g], marker="o", capsize=3, label=label)
-    for i, p in enumerate(refs):
-        ax.axhline(p["y"], linestyle="--", color=f"C{(i + 5) % 10}", label=f"{p['group']} (reference)")
+        xs, ys = [p["x"] for p in g], [p["y"] for p in g]
+        ax.errorbar(xs, ys, yerr=error_bars(fr.y, ys, [p["y_ci95"] for p in g]),
+                    xerr=error_bars(fr.x, xs, [p["x_ci95"] for p in g]), marker=marker(i), color=colour(i), capsize=3,
+                    label=label)
+    n_curves = len(_curves(points))
+    for j, p in enumerate(refs):
+        ax.axhline(p["y"], color=PALETTE[(n_curves + j) % len(PALETTE)], label=f"{p['group']} (reference)",
+                   **REFERENCE_STYLE)
     if fr.mark_x is not None:
         ax.axvline(fr.mark_x, linestyle=":", color="0.3", label=fr.mark_label or f"x = {fr.mark_x:g}")
     if fr.paper_y is not None:
-        ax.plot([fr.mark_x], [fr.paper_y], marker="*", markersize=12, color="k", linestyle="none",
+        ax.plot([fr.mark_x], [fr.paper_y], marker="*", markersize=14, color="k", linestyle="none", zorder=5,
                 label=f"paper: {fr.paper_label or fr.paper_y}")
+        ax.annotate("paper", (fr.mark_x, fr.paper_y), textcoords="offset points", xytext=(7, -3), fontsize=8)
     log_x = fr.log_x if fr.log_x is not None else fr.x in ("param:eps", "param:epsilon")
     if log_x:
         ax.set_xscale("log")
     if fr.log_y:
         ax.set_yscale("log")
-    ax.set_xlabel(fr.x_label or fr.x)
-    ax.set_ylabel(fr.y_label or fr.y)
-    ax.set_title(fr.name)
+    ax.set_xlabel(fr.x_label or fr.x, fontsize=8)
+    ax.set_ylabel(fr.y_label or fr.y, fontsize=8)
+    ax.set_title(fr.name, fontsize=9)
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
-    save_figure(fig, path)
-
-
-def save_figure(fig: Any, path: Path) -> None:
-    """Write a matplotlib figure as PNG atomically (temporary file, then rename) and close it."""
-    import matplotlib.pyplot as plt
-
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp)
-    plt.close(fig)
-    tmp.replace(path)
+    legend_outside(ax, fontsize=7)
+    return save_figure(fig, path)
 
 
 def _seed_points(rows: list[dict[str, Any]], fr: FrontierConfig, curve: list[dict[str, Any]]) -> dict[str, list[dict[str, float]]]:
@@ -428,44 +442,102 @@ def ledger_section(cfg: Config, root: Path) -> tuple[list[str], list[dict[str, A
     return lines, rows, composed
 
 
-def report(params_path: str | Path | None = None, root: Path | None = None) -> Path:
-    """Build ``reports/index.md`` with per-family tables and the configured frontier figures."""
+def _write_csv(records: list[dict[str, Any]], path: Path) -> None:
     import pandas as pd
+
+    atomic_write_text(path, pd.DataFrame(records).to_csv(index=False))
+
+
+def sweep_tables(cfg: Config, family: str, fam_rows: list[dict[str, Any]]) -> tuple[list[str], set[str]]:
+    """Markdown of one table per sweep of a family (the options that vary inside the sweep and the
+    reader's metrics: ``report.columns[family]``, default all) and the metric names shown."""
+    lines: list[str] = []
+    shown: set[str] = set()
+    for sweep in dict.fromkeys(r["sweep"] for r in fam_rows):
+        srows = [r for r in fam_rows if r["sweep"] == sweep]
+        header, md, _ = family_table(srows, cfg.report.columns.get(family))
+        keep = [i for i, h in enumerate(header) if h not in ("sweep", "dataset")]
+        dataset = srows[0]["dataset"]
+        lines += [f"### {sweep}", "", f"Data set `{dataset}`, {len(srows)} cell(s).", "",
+                  _markdown([header[i] for i in keep], [[row[i] for i in keep] for row in md])]
+        shown |= {h for h in header if h in {m for r in srows for m in r["summary"]}}
+    return lines, shown
+
+
+def family_page(cfg: Config, family: str, rows: list[dict[str, Any]], claim_records: list[dict[str, Any]],
+                reports: Path) -> list[str]:
+    """The detail page ``reports/<family>.md``: the summary, the Pareto figure, one table per
+    sweep with the reader's columns, the configured frontier figures, a glossary."""
+    from tasks.report_family import plot_pareto, summary_section
+
+    fam_rows = [r for r in rows if r["family"] == family]
+    lines = [f"# {family}: details", "", f"[Back to the summary](index.md). All metrics of every cell: "
+             f"`tables/{family}.md`, `tables/{family}.csv`.", ""]
+    if not fam_rows:
+        return [*lines, "No evaluated sweep of this family in `params.yaml`.", ""]
+    lines += summary_section(cfg, family, rows, claim_records, level=2)
+    if plot_pareto(cfg, family, rows, reports / "figures" / f"{family}-pareto.png") is not None:
+        lines += [f"![{family}: utility vs attacker](figures/{family}-pareto.png)", ""]
+    lines += ["## Cells", ""]
+    tables, shown = sweep_tables(cfg, family, fam_rows)
+    lines += tables
+    for fr in (f for f in cfg.report.frontiers if f.family == family):
+        pts = frontier_points(rows, fr)
+        write_json(reports / "plots" / f"{fr.name}.json", pts)
+        plot_frontier(pts, fr, reports / "figures" / f"{fr.name}.png")
+        lines += [f"## {fr.name}", "", f"![{fr.name}](figures/{fr.name}.png)", "", *frontier_summary(pts, fr)]
+    return [*lines, *glossary(sorted(shown))]
+
+
+def report(params_path: str | Path | None = None, root: Path | None = None) -> Path:
+    """Build ``reports/index.md`` (summary first: one short answer per family, then the cross-family
+    view, the paper-vs-ours table, the ledger and a glossary), ``reports/<family>.md`` (details),
+    tables, figures and ``reports/index.html``."""
+    from veilbench.families import FAMILY_MODULES
+
+    from tasks.report_family import summary_section
 
     root = root or repo_root()
     cfg = load_params(params_path, root)
     rows = load_cell_metrics(cfg, root)
     reports = root / "reports"
-    lines = [f"# {cfg.report.title}", "",
-             "Generated by `veilbench report` from the evaluated cells of `params.yaml`; every number comes "
-             "from a run (mean ± 95% CI over the cell's seeds).", ""]
-    if not rows:
-        lines.append("No evaluated sweeps yet: run `veilbench run` first.")
-    for family in sorted({r["family"] for r in rows}):
-        fam_rows = [r for r in rows if r["family"] == family]
-        header, md, csv = family_table(fam_rows)
-        atomic_write_text(reports / "tables" / f"{family}.md", _markdown(header, md))
-        csv_path = reports / "tables" / f"{family}.csv"
-        pd.DataFrame(csv).to_csv(tmp := csv_path.with_name(f".{csv_path.name}.tmp"), index=False)
-        tmp.replace(csv_path)
-        shown_header, shown_md, _ = family_table(fam_rows, cfg.report.columns.get(family))
-        lines += [f"## {family}", "", _markdown(shown_header, shown_md),
-                  f"All metrics: `tables/{family}.md`, `tables/{family}.csv`.", ""]
-        for fr in (f for f in cfg.report.frontiers if f.family == family):
-            pts = frontier_points(rows, fr)
-            write_json(reports / "plots" / f"{fr.name}.json", pts)
-            plot_frontier(pts, fr, reports / "figures" / f"{fr.name}.png")
-            lines += [f"### {fr.name}", "", f"![{fr.name}](figures/{fr.name}.png)", "", *frontier_summary(pts, fr)]
-        lines += data_free_section(family, rows, cfg.report.data_free, {n: s.family for n, s in cfg.sweeps.items()})
+    families = sorted({r["family"] for r in rows})
     spread_json = reports / "bench" / "split_spread.json"
     claim_lines, claim_rows = claims_section(cfg, rows, read_json(spread_json) if spread_json.is_file() else None)
-    if claim_rows:
-        lines += claim_lines
-        atomic_write_text(reports / "tables" / "claims.csv", pd.DataFrame(claim_rows).to_csv(index=False))
+    lines = [f"# {cfg.report.title}", "",
+             "Each family: the question, the best mechanism at each privacy level (utility vs attacker; mean and 95% "
+             "interval over seeds), its headline verdicts, a link to details. Then the cross-family view, the papers' "
+             "claims, the privacy ledger and a [glossary](#glossary). Generated by `veilbench report`; every number "
+             "comes from a run.", ""]
+    if not rows:
+        lines += ["No evaluated sweeps yet: run `veilbench run` first.", ""]
+    for family in families:
+        lines += summary_section(cfg, family, rows, claim_rows)
+    sweep_family = {n: s.family for n, s in cfg.sweeps.items()}
+    if families:
+        lines += ["## Releases that do not beat a data-free reference", "",
+                  "Cells whose utility is not better than that of a release that never reads the data (paired "
+                  "per-seed test; `report.data_free`):", "",
+                  *(line for family in families
+                    for line in data_free_digest(family, rows, cfg.report.data_free, sweep_family)), ""]
+    shown: set[str] = set()
+    for family in sorted(set(FAMILY_MODULES) | set(families)):
+        fam_rows = [r for r in rows if r["family"] == family]
+        if fam_rows:
+            header, md, csv = family_table(fam_rows)
+            atomic_write_text(reports / "tables" / f"{family}.md", _markdown(header, md))
+            _write_csv(csv, reports / "tables" / f"{family}.csv")
+        page = family_page(cfg, family, rows, claim_rows, reports)
+        page += ["", *data_free_section(family, rows, cfg.report.data_free, sweep_family)]
+        atomic_write_text(reports / f"{family}.md", "\n".join(page) + "\n")
     from tasks.crossfamily_report import crossfamily_section
 
-    shown = set(cfg.report.crossfamily_sweeps)
-    lines += crossfamily_section([r for r in rows if not shown or r["sweep"] in shown], reports)
+    xfam = set(cfg.report.crossfamily_sweeps)
+    lines += crossfamily_section([r for r in rows if not xfam or r["sweep"] in xfam], reports)
+    shown |= {"xfam_linkage_rate", "xfam_utility_balanced_accuracy"}
+    if claim_rows:
+        lines += claim_lines
+        _write_csv(claim_rows, reports / "tables" / "claims.csv")
     from veilbench.gca.communication import write_communication_csv
 
     write_communication_csv(reports / "gca" / "communication.csv")
@@ -479,9 +551,21 @@ def report(params_path: str | Path | None = None, root: Path | None = None) -> P
     ledger_csv = reports / "privacy_ledger.csv"
     columns = ["dataset", "sweep", "cell", "seed", "mechanism", "epsilon", "delta", "count", "noise_multiplier",
                "delta_achieved"]
+    import pandas as pd
+
     atomic_write_text(ledger_csv, pd.DataFrame(ledger_rows, columns=columns).to_csv(index=False))
+    from tasks.report_family import headline
+
+    for family in families:
+        h = headline(cfg, family, rows)
+        if h is not None:
+            shown |= {h["utility"], h["attack"]}
+    lines += glossary(sorted(shown))
     out = reports / "index.md"
     atomic_write_text(out, "\n".join(lines) + "\n")
+    from tasks.report_html import write_html
+
+    write_html(out, reports / "index.html")
     with stage_run(cfg.tracking.experiment, "report", {"title": cfg.report.title}, {}, root) as mlflow:
         mlflow.log_artifact(str(out))
         mlflow.log_artifact(str(ledger_csv))

@@ -342,6 +342,38 @@ def _g(x: float) -> str:
     return f"{x:.3g}" if math.isfinite(x) else ("−∞" if x < 0 else "∞")
 
 
+def _judged(rows: list[dict[str, Any]], entries: list[Any], alpha: float) -> list[dict[str, Any]]:
+    judged: list[dict[str, Any]] = []
+    for e in entries:
+        judged += beats_data_free(rows, e.sweep, list(e.references), dict(e.metrics), list(e.exclude),
+                                  dict(e.companions), list(e.match), alpha)
+    return judged
+
+
+def data_free_digest(family: str, rows: list[dict[str, Any]], entries: Iterable[Any], sweep_family: Mapping[str, str],
+                     alpha: float = ALPHA) -> list[str]:
+    """Markdown, one line per sweep: the cells of ``family`` that do not beat the best data-free
+    reference on some utility metric (the short form of :func:`data_free_section`, for the index)."""
+    mine = [e for e in entries if sweep_family.get(e.sweep) == family]
+    if not mine:
+        return [f"- **{family}**: no data-free reference declared (`report.data_free`)."]
+    judged = _judged(rows, mine, alpha)
+    if not judged:
+        return [f"- **{family}**: the declared data-free references have not run yet."]
+    losing: dict[str, dict[str, list[str]]] = {}
+    for j in judged:
+        if j["outcome"] != "beats":
+            losing.setdefault(j["sweep"], {}).setdefault(j["cell"], []).append(f"{j['metric']}: {j['outcome']}")
+    n_cells = len({(j["sweep"], j["cell"]) for j in judged})
+    n_losing = sum(len(c) for c in losing.values())
+    out = [f"- **{family}**: {n_losing} of {n_cells} checked cells do not beat a data-free reference on at least one "
+           f"utility metric ([details]({family}.md#cells-that-do-not-beat-the-data-free-references))"
+           + (":" if losing else ".")]
+    for sweep, cells in losing.items():
+        out.append(f"  - {sweep}: " + "; ".join(f"{c} ({', '.join(m)})" for c, m in cells.items()))
+    return out
+
+
 def data_free_section(family: str, rows: list[dict[str, Any]], entries: Iterable[Any], sweep_family: Mapping[str, str],
                       alpha: float = ALPHA) -> list[str]:
     """Markdown: the cells of ``family`` that do not beat the best data-free reference of their sweep
@@ -352,10 +384,7 @@ def data_free_section(family: str, rows: list[dict[str, Any]], entries: Iterable
     if not mine:
         return lines + [f"No data-free reference is declared for {family} (`report.data_free`): its cells are not "
                         "checked against a release that never reads the data.", ""]
-    judged = []
-    for e in mine:
-        judged += beats_data_free(rows, e.sweep, list(e.references), dict(e.metrics), list(e.exclude),
-                                  dict(e.companions), list(e.match), alpha)
+    judged = _judged(rows, mine, alpha)
     if not judged:
         return lines + [f"The data-free references declared for {family} (`report.data_free`) have no evaluated "
                         "cells (or no cell to compare) yet.", ""]

@@ -44,7 +44,9 @@ def test_section_writes_table_csv_figure_and_points(tmp_path: Path) -> None:
     for cell in ("obfuscation=pca", "obfuscation=umap", "sigma=0.5", "method=gca"):
         assert cell in table and cell in text
     assert "epsilon=4.0" not in table  # that cell emitted no xfam_* arrays
-    assert "0.81 ± 0.02" in table and "0.002" in table
+    assert "0.81 [0.79, 0.83]" in table and "0.002" in table, "bounded interval for a rate"
+    assert "| # |" not in table and "| dataset |" not in table, "at most 8 columns, no point numbers"
+    assert all(line.count("|") - 1 <= 8 for line in table.splitlines() if line.startswith("|"))
     csv = pd.read_csv(tmp_path / "tables" / "crossfamily.csv")
     assert len(csv) == 4
     assert sorted(csv["family"]) == ["anchornoise", "dc", "dc", "gca"]
@@ -72,3 +74,44 @@ def test_no_rows_with_arrays_says_so(tmp_path: Path) -> None:
     assert not any("figures/crossfamily.png" in line for line in lines)
     assert pd.read_csv(tmp_path / "tables" / "crossfamily.csv").empty
     assert read_json(tmp_path / "plots" / "crossfamily.json") == []
+
+
+def _crowded_rows() -> list[dict]:
+    """Many cells of several families packed into a small region: labels would collide if placed naively."""
+    rows = []
+    for i in range(12):
+        for fam in ("dc", "anchornoise", "gca"):
+            rows.append(_row(fam, f"{fam}-s", f"{fam}_cell_{i}_long_name", "digits", 0.30 + 0.01 * i, 0.60 + 0.012 * i))
+    return rows
+
+
+def test_crossfamily_labels_never_overlap_and_legend_is_outside(tmp_path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from tasks.crossfamily_report import crossfamily_points, plot_crossfamily
+
+    boxes = plot_crossfamily(crossfamily_points(_crowded_rows()), tmp_path / "x.png")
+    labels = boxes["labels"]
+    assert len(labels) >= 3, "each family's Pareto points get labels"
+    for i, a in enumerate(labels):
+        for b in labels[i + 1:]:
+            assert not a.overlaps(b), "two point labels overlap"
+    assert boxes["legends"], "the figure has a legend"
+    for i, legend in boxes["legends"]:
+        assert legend.x0 >= boxes["axes"][i].x1, "the legend lies right of the axes, outside the plotted points"
+
+
+def test_advantage_replaces_linkage_on_the_x_axis_when_present(tmp_path: Path) -> None:
+    rows = [_row("dc", "dc", "a", "digits", 0.5, 0.8), _row("gca", "gca", "b", "digits", 0.2, 0.7)]
+    rows[0]["summary"]["xfam_linkage_advantage"] = _s(0.45, 0.05)
+    rows[1]["summary"]["xfam_linkage_advantage"] = _s(-0.02, 0.3)
+    from tasks.crossfamily_report import crossfamily_points, plot_crossfamily
+
+    lines = crossfamily_section(rows, tmp_path)
+    table = (tmp_path / "tables" / "crossfamily.md").read_text()
+    assert "advantage over control" in table and "0.45 [0.40, 0.50]" in table
+    assert "-0.0 [-0.3, 0.3]" in table or "-0.02 [-0.32, 0.28]" in table
+    boxes = plot_crossfamily(crossfamily_points(rows), tmp_path / "y.png")
+    assert "advantage" in boxes["xlabels"][0]
+    assert any("Pareto" in line for line in lines)

@@ -29,7 +29,12 @@ def _run(cmd: list[str], cwd: Path, env: dict[str, str]) -> str:
 
 
 def _stages_run(output: str) -> set[str]:
-    return {line.split("'")[1] for line in output.splitlines() if line.startswith("Running stage '")}
+    """Stages that ran: DVC's "Running stage 'x'" lines, or `veilbench run`'s "[k/n] x: …" lines."""
+    import re
+
+    dvc = {line.split("'")[1] for line in output.splitlines() if line.startswith("Running stage '")}
+    ours = {m.group(1) for m in re.finditer(r"^\[\d+/\d+\] (\S+?)(?::| in )", output, re.M)}
+    return dvc | ours
 
 
 @pytest.fixture

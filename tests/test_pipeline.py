@@ -109,7 +109,9 @@ def test_changing_one_epsilon_recomputes_only_that_cell(pipeline_run: Path) -> N
 def test_report_builds_tables_and_figures(pipeline_run: Path) -> None:
     out = report(root=pipeline_run)
     text = out.read_text()
-    assert "epsilon=8.0" in text and "mechanism=clean" in text and "ss-identity" in text
+    page = (pipeline_run / "reports/scoreshield.md").read_text()
+    assert "epsilon=8.0" in text and "mechanism=clean" in text and "ss-identity" in page
+    assert (pipeline_run / "reports/index.html").read_text().startswith("<!DOCTYPE html>")
     table = (pipeline_run / "reports/tables/scoreshield.csv").read_text().splitlines()
     assert len(table) == 1 + 4
     assert "parameter_sharing" in (pipeline_run / "reports/gca/communication.csv").read_text()
@@ -177,7 +179,7 @@ def test_family_table_shows_varying_options_and_selected_metrics() -> None:
             for e in (1.0, 4.0)]
     header, md, csv = family_table(rows)
     assert header == ["sweep", "cell", "dataset", "epsilon", "utility_a", "utility_b"], "constant δ is not a column"
-    assert md[1][4] == "0.4 ± 0.01" and csv[0]["utility_a_ci95"] == 0.01
+    assert md[1][4] == "0.400 ± 0.010" and csv[0]["utility_a_ci95"] == 0.01
     header, _, _ = family_table(rows, only=["utility_b", "missing_metric"])
     assert header[-1] == "utility_b" and "utility_a" not in header
 

@@ -1,0 +1,270 @@
+"""Per-family answer of the report: utility kept vs what an attacker gets back, best mechanism per
+privacy level, and the family's detail page.
+
+For one family, :func:`headline` picks a *headline sweep* (the family's sweep in
+``report.crossfamily_sweeps``, else its sweeps in ``params.yaml`` order), a *utility metric* (the
+first ``utility_*`` metric of ``report.columns[family]`` that the sweep's cells report, else the
+cross-family utility) and an *attacker metric*: the first ``*_advantage`` metric the cells report
+(attacker advantage over a data-free control, preferred whenever a family emits it), else the
+privacy metric on the x axis of the family's frontiers, else the cross-family linkage rate, else
+the empirical ε lower bound.
+
+*Best mechanism at each privacy level*:
+
+* when the sweep's cells vary a DP budget ``epsilon`` (a guarantee fixed before any attack), one
+  row per ε: the cell with the best utility among those at that ε;
+* otherwise the Pareto frontier of (attacker metric, utility) over the non-reference cells: cell
+  c is on it when no other cell d has at most c's leakage and at least c's utility, one of them
+  strictly (leakage read in the metric's direction: larger success rates and advantages, smaller
+  reconstruction errors, mean more leakage). Rows go from least to most leakage, each the best
+  utility reachable with at most that leakage.
+
+*References* are cells whose mechanism/method (or a ``group_by`` value) is one of the family's
+frontiers' ``reference_groups`` or names a data-free release (``identity``, ``random``,
+``data_free``, ``zero``), plus data-free attackers reported as ``<attacker metric>_trivial_<guess>``;
+they are shown beside the table, not ranked.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+from tasks.report_figures import REFERENCE_STYLE, colour, legend_outside, marker, place_labels, save_figure
+from tasks.report_numbers import error_bars, fmt_stats
+from veilbench.config import Config
+
+#: the question each family answers, in a reader's words
+QUESTIONS: dict[str, str] = {
+    "scoreshield": "A partner receives cosine scores or a Gram matrix with Gaussian noise calibrated to (ε, δ)-DP "
+                   "and projected back to a valid object: how much utility is kept at each ε, and how much does an "
+                   "attacker recover?",
+    "gca": "Federated clients share Gaussian-mixture centroids of their autoencoder codes instead of model weights: "
+           "how much anomaly-detection utility is kept, and how much training data can the server extract?",
+    "dc": "Parties share obfuscated intermediate representations and a shared anchor (data collaboration): how "
+          "much accuracy does the collaboration keep, and how well can an attacker with leaked anchor pairs "
+          "reconstruct the records?",
+    "anchornoise": "Parties share geometrically perturbed data plus noisy anchors, aligned by a generalized power "
+                   "method: how much classification utility survives, and how often can colluders link a record "
+                   "back to its source?",
+}
+
+DATA_FREE_WORDS = ("identity", "random", "data_free", "zero")
+MAX_ROWS = 5
+
+
+def leak_sign(metric: str) -> int:
+    """+1 when a larger value of attacker metric ``metric`` means more leakage, −1 for errors."""
+    tokens = set(re.split(r"[_\-]", metric.lower()))
+    return -1 if tokens & {"mse", "ntmse", "error", "rmse"} and "advantage" not in tokens else 1
+
+
+def utility_sign(metric: str) -> int:
+    """+1 when a larger utility is better, −1 for error-like utilities (RMSE, MSE, EER)."""
+    tokens = set(re.split(r"[_\-]", metric.lower()))
+    return -1 if tokens & {"mse", "rmse", "eer", "error"} else 1
+
+
+def _has(row: dict[str, Any], metric: str) -> bool:
+    s = row["summary"].get(metric)
+    return bool(s) and math.isfinite(s["mean"])
+
+
+def _mean(row: dict[str, Any], metric: str) -> float:
+    return float(row["summary"][metric]["mean"])
+
+
+def reference_groups(cfg: Config, family: str) -> set[str]:
+    return {g for fr in cfg.report.frontiers if fr.family == family for g in fr.reference_groups}
+
+
+def is_reference(row: dict[str, Any], groups: set[str]) -> bool:
+    values = {str(row.get("method", ""))} | {str(v) for v in row["params"].values() if isinstance(v, str)}
+    return bool(values & groups) or is_data_free(row)
+
+
+def is_data_free(row: dict[str, Any]) -> bool:
+    method = str(row.get("method", "")).lower()
+    return any(w in method for w in DATA_FREE_WORDS) or bool(row["params"].get("data_free"))
+
+
+def _sweeps(cfg: Config, family: str) -> list[str]:
+    first = [s for s in cfg.report.crossfamily_sweeps if s in cfg.sweeps and cfg.sweeps[s].family == family]
+    return first + [s for s, sc in cfg.sweeps.items() if sc.family == family and s not in first]
+
+
+def headline(cfg: Config, family: str, rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """``{"sweep", "utility", "attack", "rows"}`` of the family's headline comparison (see the
+    module docstring), or None when no sweep reports a utility and an attacker metric."""
+    configured = [m for m in cfg.report.columns.get(family, []) if m.startswith("utility_")]
+    frontier_x = [fr.x for fr in cfg.report.frontiers if fr.family == family and not fr.x.startswith("param:")
+                  and fr.x.startswith("privacy_")]
+    for sweep in _sweeps(cfg, family):
+        srows = [r for r in rows if r["sweep"] == sweep]
+        present = sorted({m for r in srows for m in r["summary"]})
+        advantages = sorted((m for m in present if m.endswith("_advantage")), key=lambda m: (m.startswith("xfam_"), m))
+        utilities = configured or [m for m in present if m.startswith("utility_")]
+        utilities = [*utilities, "xfam_utility_balanced_accuracy"]
+        attacks = advantages + frontier_x + ["xfam_linkage_rate", "privacy_epsilon_lower_bound"]
+        for u in utilities:
+            for a in attacks:
+                both = [r for r in srows if _has(r, u) and _has(r, a)]
+                if len(both) >= 2:
+                    return {"sweep": sweep, "utility": u, "attack": a, "rows": srows}
+    return None
+
+
+def best_per_level(h: dict[str, Any], groups: set[str]) -> tuple[str, list[dict[str, Any]]]:
+    """(``"epsilon"`` or ``"pareto"``, the chosen cell rows in order) — see the module docstring."""
+    u, a = h["utility"], h["attack"]
+    cand = [r for r in h["rows"] if _has(r, u) and not is_reference(r, groups)]
+    eps = sorted({float(r["params"]["epsilon"]) for r in cand if isinstance(r["params"].get("epsilon"), int | float)})
+    us = utility_sign(u)
+    if len(eps) >= 2:
+        best = []
+        for e in eps:
+            at = [r for r in cand if r["params"].get("epsilon") == e]
+            best.append(max(at, key=lambda r: us * _mean(r, u)))
+        return "epsilon", best
+    cand = [r for r in cand if _has(r, a)]
+    ls = leak_sign(a)
+    front = []
+    for r in sorted(cand, key=lambda r: (ls * _mean(r, a), -us * _mean(r, u))):
+        if not front or us * _mean(r, u) > us * _mean(front[-1], u):
+            front.append(r)
+    return "pareto", front
+
+
+def _thin(rows: list[dict[str, Any]], k: int) -> list[dict[str, Any]]:
+    """At most ``k`` rows: the first, the last and evenly spaced ones between."""
+    if len(rows) <= k:
+        return rows
+    idx = sorted({round(i * (len(rows) - 1) / (k - 1)) for i in range(k)})
+    return [rows[i] for i in idx]
+
+
+def _label(row: dict[str, Any]) -> str:
+    """The cell name without a leading ``mechanism=``/``method=``/… key (the family's curve key)."""
+    return re.sub(r"^(mechanism|method|obfuscation|variant|protocol)=", "", str(row["cell"]))
+
+
+def summary_table(h: dict[str, Any], groups: set[str]) -> tuple[list[str], list[list[str]], str]:
+    """(header, rows, mode) of the best-mechanism-per-privacy-level table (≤ 5 columns)."""
+    u, a = h["utility"], h["attack"]
+    mode, best = best_per_level(h, groups)
+    best = _thin(best, MAX_ROWS)
+    if mode == "epsilon":
+        header = ["ε (DP budget)", "best mechanism", f"utility: `{u}`", f"attacker: `{a}`"]
+        body = [[f"{r['params']['epsilon']:g}", _label(r), fmt_stats(u, r["summary"].get(u)),
+                 fmt_stats(a, r["summary"].get(a))] for r in best]
+    else:
+        more = "≤" if leak_sign(a) > 0 else "≥"
+        header = ["privacy level", "best mechanism", f"utility: `{u}`", f"attacker: `{a}`"]
+        body = [[f"attacker {more} {r['summary'][a]['mean']:.3g}", _label(r), fmt_stats(u, r["summary"].get(u)),
+                 fmt_stats(a, r["summary"].get(a))] for r in best]
+    return header, body, mode
+
+
+def references_text(h: dict[str, Any], groups: set[str]) -> str:
+    """One sentence naming the reference cells' utility/attacker values and data-free attackers."""
+    u, a = h["utility"], h["attack"]
+    parts = []
+    for r in h["rows"]:
+        if is_reference(r, groups) and _has(r, u):
+            kind = "data-free" if is_data_free(r) else "reference"
+            att = f", attacker {fmt_stats(a, r['summary'].get(a))}" if _has(r, a) else ""
+            parts.append(f"{r['cell']} ({kind}): utility {fmt_stats(u, r['summary'][u])}{att}")
+    trivial = sorted({m for r in h["rows"] for m in r["summary"] if m.startswith(f"{a}_trivial_")})
+    for m in trivial:
+        vals = [r for r in h["rows"] if _has(r, m)]
+        if vals:
+            parts.append(f"data-free attacker ({m.rsplit('_trivial_', 1)[1]} guess): {fmt_stats(a, vals[0]['summary'][m])}")
+    return ("References: " + "; ".join(parts) + ".") if parts else ""
+
+
+def verdicts_line(family: str, claim_records: list[dict[str, Any]]) -> str:
+    """Headline verdicts of the family's claims (``verdict`` when present, else from ``held``)."""
+    by: dict[str, list[str]] = {}
+    for c in claim_records:
+        if c.get("family") != family:
+            continue
+        v = c.get("verdict") or {True: "held", False: "not held", None: "not run"}[c.get("held")]
+        by.setdefault(str(v), []).append(str(c["claim"]))
+    if not by:
+        return "No headline claim configured for this family."
+    return "Verdicts — " + "; ".join(f"**{v}**: {', '.join(names)}" for v, names in by.items()) + \
+        " ([paper vs ours](#paper-vs-ours))."
+
+
+def summary_section(cfg: Config, family: str, rows: list[dict[str, Any]], claim_records: list[dict[str, Any]],
+                    level: int = 2) -> list[str]:
+    """The short answer for one family: question, best mechanism per privacy level, references,
+    verdicts and links; at most 13 lines."""
+    from tasks.report import _markdown
+
+    hashes = "#" * level
+    lines = [f"{hashes} {family}", ""]
+    h = headline(cfg, family, rows)
+    groups = reference_groups(cfg, family)
+    question = QUESTIONS.get(family, f"How much utility does {family} keep, and how much does an attacker get back?")
+    if h is None:
+        lines += [f"{question} No evaluated sweep reports both a utility and an attacker metric yet.", ""]
+    else:
+        header, body, mode = summary_table(h, groups)
+        how = "best utility at each ε" if mode == "epsilon" else "Pareto frontier: best utility at each level of leakage"
+        lines += [f"{question} Sweep `{h['sweep']}`, {how}. {references_text(h, groups)}", "",
+                  _markdown(header, body).rstrip("\n"), ""]
+    lines += [f"{verdicts_line(family, claim_records)} Details: [{family}.md]({family}.md), "
+              f"figure `figures/{family}-pareto.png`, all numbers `tables/{family}.csv`.", ""]
+    return lines
+
+
+def plot_pareto(cfg: Config, family: str, rows: list[dict[str, Any]], path: Path) -> dict[str, list[Any]] | None:
+    """The family's Pareto figure: every cell of the headline sweep (utility vs attacker metric),
+    frontier points joined and labelled, reference cells' utility and data-free attackers as dashed
+    lines, legend outside. Returns the figure's layout (:func:`tasks.report_figures.layout`), or
+    None (and writes nothing) without a headline comparison."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    h = headline(cfg, family, rows)
+    if h is None:
+        return None
+    u, a = h["utility"], h["attack"]
+    groups = reference_groups(cfg, family)
+    mode, best = best_per_level(h, groups)
+    fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=120)
+    pts = [r for r in h["rows"] if _has(r, u) and _has(r, a) and not is_reference(r, groups)]
+    ax.scatter([_mean(r, a) for r in pts], [_mean(r, u) for r in pts], color="0.65", s=18, label="other cells", zorder=2)
+    front = [r for r in best if _has(r, a)]
+    if front:
+        xs, ys = [_mean(r, a) for r in front], [_mean(r, u) for r in front]
+        ax.errorbar(xs, ys, yerr=error_bars(u, ys, [r["summary"][u]["ci95"] for r in front]), color=colour(0),
+                    marker=marker(0),
+                    capsize=3, label="best per ε" if mode == "epsilon" else "Pareto frontier", zorder=3)
+    i = 1
+    for r in h["rows"]:
+        if is_reference(r, groups) and _has(r, u):
+            kind = "data-free" if is_data_free(r) else "reference"
+            ax.axhline(_mean(r, u), color=colour(i), label=f"{r['cell']} ({kind})", **REFERENCE_STYLE)
+            i += 1
+    for m in sorted({m for r in h["rows"] for m in r["summary"] if m.startswith(f"{a}_trivial_")}):
+        vals = [r for r in h["rows"] if _has(r, m)]
+        if vals:
+            ax.axvline(_mean(vals[0], m), color=colour(i), label=f"data-free attacker ({m.rsplit('_trivial_', 1)[1]})",
+                       **REFERENCE_STYLE)
+            i += 1
+    ax.set_xlabel(f"attacker: {a}" + (" (higher = more leakage)" if leak_sign(a) > 0 else " (lower = more leakage)"),
+                  fontsize=8)
+    ax.set_ylabel(f"utility: {u}", fontsize=8)
+    ax.set_title(f"{family}: utility vs attacker ({h['sweep']})", fontsize=9)
+    ax.grid(True, alpha=0.3)
+    ax.margins(x=0.08, y=0.08)
+    legend_outside(ax)
+    if front:
+        place_labels(ax, xs, ys, [_label(r) for r in front])
+    return save_figure(fig, path)
