@@ -59,7 +59,7 @@ def single_threaded_blas(threads: int) -> Iterator[None]:
 def run_cell_stage(stage: str, sweeps: list[str], params_path: str | None) -> list[str]:
     """Inside a flow: run ``stage`` for every cell of ``sweeps`` on the flow's task runner (the
     sweeps' cells side by side, see :func:`flows.dag.run_stage_dag`). Returns the output folders."""
-    results = run_stage_dag({f"{stage}@{sw}": [] for sw in sweeps}, params_path)
+    results = run_stage_dag({f"{stage}@{sw}": [] for sw in sweeps}, params_path, workers=cell_threads())
     return [str(results[f"{stage}@{sw}"]) for sw in sweeps]
 
 

@@ -35,17 +35,20 @@ def task_runner(workers: int = 1, dask_address: str | None = None) -> Any:
 
 
 @flow(name="benchmark", log_prints=True, task_runner=ThreadPoolTaskRunner(max_workers=1))
-def benchmark(params_path: str | None = None, sweeps: list[str] | None = None) -> str:
-    """Run every stage for the configured (or the named) sweeps and rebuild the report."""
+def benchmark(params_path: str | None = None, sweeps: list[str] | None = None, thread_workers: int | None = 1) -> str:
+    """Run every stage for the configured (or the named) sweeps and rebuild the report
+    (``thread_workers``: the thread pool's size, None under Dask)."""
     cfg = load_params(params_path)
-    results = run_stage_dag(stage_graph(cfg, sweeps or list(cfg.sweeps)), params_path)
+    results = run_stage_dag(stage_graph(cfg, sweeps or list(cfg.sweeps)), params_path, workers=thread_workers)
     return str(results["report"])
 
 
 def run_benchmark(params_path: str | None = None, sweeps: list[str] | None = None, workers: int = 1,
                   dask_address: str | None = None) -> str:
     """Run :func:`benchmark` with the task runner for ``workers`` / ``dask_address``."""
-    return benchmark.with_options(task_runner=task_runner(workers, dask_address))(params_path=params_path, sweeps=sweeps)
+    thread_workers = 1 if workers <= 1 and dask_address is None else None
+    return benchmark.with_options(task_runner=task_runner(workers, dask_address))(
+        params_path=params_path, sweeps=sweeps, thread_workers=thread_workers)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,19 +6,18 @@ instance as soon as every instance it needs has finished. ``prepare``, ``embed``
 are one task each; a cell stage opens (``begin_stage``, in the calling thread), submits one task
 per cell and closes (``finish_stage``) when its last cell is done. The runner's workers thus
 always have the next ready cell of *any* stage: they do not idle at each stage boundary while the
-slowest cell of one sweep finishes (measured on the default run before this: about 0.8 s
-between stages × 74 stages, plus each stage's tail with one worker busy).
+slowest cell of one sweep finishes.
 
-Under a thread-pool runner the scheduler sends at most :data:`QUEUE_DEPTH` tasks per worker and
-keeps the rest itself, in start order; other runners (Dask) get every ready task. Cells of every
+Under a thread-pool runner of ``workers`` threads the scheduler sends at most :data:`QUEUE_DEPTH`
+tasks per worker and keeps the rest itself, in start order; other runners (Dask) get every ready task. Cells of every
 family may run concurrently (stage functions hold no process-global state,
 :mod:`veilbench.families.base`).
 
 ``on_start(address)`` and ``on_done(address)`` run in the calling thread (the in-process DVC
 pipeline prints, then saves and commits the instance's outputs there) while the workers go on
 with other cells; so do the progress callbacks ``on_cells(address, cells)`` (a cell stage's
-cells, once it opens) and ``on_cell(address, cell, outcome)`` (``"computed"`` or ``"reused"``). After a failure nothing new starts, the tasks in flight finish, and the first
-error is raised.
+cells, once it opens) and ``on_cell(address, cell, outcome)`` (``"computed"`` or ``"reused"``).
+After a failure nothing new starts, the tasks in flight finish, and the first error is raised.
 """
 
 from __future__ import annotations
@@ -45,16 +44,6 @@ QUEUE_DEPTH = 2
 _SINGLE_TASK_STAGES = {"prepare": prepare_task, "embed": embed_task}
 
 
-def _thread_slots() -> int | None:
-    """The worker count of the current flow's thread-pool runner; None for other runners (Dask)."""
-    from prefect.context import FlowRunContext
-    from prefect.task_runners import ThreadPoolTaskRunner
-
-    ctx = FlowRunContext.get()
-    runner = ctx.task_runner if ctx else None
-    return runner._max_workers if isinstance(runner, ThreadPoolTaskRunner) else None  # no public accessor
-
-
 def stage_graph(cfg: Config, sweeps: Iterable[str]) -> dict[str, list[str]]:
     """The stage instances of ``sweeps`` (their embeddings and data sets, every cell stage, and
     the report) → the instances each one needs, in start order."""
@@ -69,6 +58,133 @@ def stage_graph(cfg: Config, sweeps: Iterable[str]) -> dict[str, list[str]]:
     return graph
 
 
+class _GraphRun:
+    """The state of one :func:`run_stage_dag` call: which instances wait, which cells are queued or in
+    flight, and the first error. Every method runs in the calling (scheduling) thread."""
+
+    def __init__(self, needs: Mapping[str, Iterable[str]], params_path: str | None, workers: int | None,
+                 callbacks: Mapping[str, Callable[..., None] | None]):
+        self.order = list(needs)
+        known = (*_SINGLE_TASK_STAGES, *CELL_STAGES, "report")
+        unknown = [a for a in self.order if a.partition("@")[0] not in known]
+        if unknown:
+            raise KeyError(f"stage: {unknown} are not veilbench stages (known: {list(known)})")
+        self.waiting = {a: set(needs[a]) & set(self.order) for a in self.order}
+        self.params_path, self.workers = params_path, workers
+        self.callbacks = callbacks
+        self.done: queue.Queue = queue.Queue()
+        self.in_flight: dict[Any, tuple[str, str | None]] = {}  # future → (address, cell or None)
+        self.ready: deque[tuple[str, str | None]] = deque()
+        self.cells_left: dict[str, int] = {}
+        self.outcomes: dict[str, dict[str, str]] = {}
+        self.results: dict[str, Any] = {}
+        self.started: set[str] = set()
+        self.error: BaseException | None = None
+
+    def _call(self, name: str, *args: Any) -> None:
+        callback = self.callbacks.get(name)
+        if callback is not None:
+            callback(*args)
+
+    def _guard(self, step: Callable[[], None]) -> None:
+        """Run ``step``; its exception becomes the run's error (raised once the tasks in flight end)."""
+        try:
+            step()
+        except BaseException as exc:  # noqa: BLE001
+            self.error = self.error or exc
+
+    def submit(self, address: str, cell: str | None) -> None:
+        name, _, key = address.partition("@")
+        if cell is not None:
+            future = run_cell_task.submit(name, key, cell, self.params_path)
+        elif name == "report":
+            future = report_task.submit(self.params_path)
+        else:
+            future = _SINGLE_TASK_STAGES[name].submit(key, self.params_path)
+        self.in_flight[future] = (address, cell)
+        future.add_done_callback(self.done.put)
+
+    def start(self, address: str) -> None:
+        self.started.add(address)
+        self._call("on_start", address)
+        name, _, key = address.partition("@")
+        if name not in CELL_STAGES:
+            self.ready.append((address, None))
+            return
+        cells = begin_stage_task(name, key, self.params_path)
+        self.cells_left[address], self.outcomes[address] = len(cells), {}
+        self._call("on_cells", address, list(cells))
+        self.ready.extend((address, cell) for cell in cells)
+        if not cells:
+            self.finish(address, None)
+
+    def start_ready(self) -> None:
+        """Start every instance whose dependencies have finished (again, as starting one may finish it)."""
+        while self.error is None:
+            startable = [a for a in self.order if a not in self.started and not self.waiting[a]]
+            if not startable:
+                return
+            for address in startable:
+                self._guard(lambda a=address: self.start(a))
+
+    def fill(self) -> None:
+        """Send ready work in start order; a thread pool holds at most :data:`QUEUE_DEPTH` tasks per
+        worker, so a worker that finishes while this thread does bookkeeping finds its next task waiting."""
+        limit = None if self.workers is None else QUEUE_DEPTH * self.workers
+        while self.error is None and self.ready and (limit is None or len(self.in_flight) < limit):
+            self.submit(*self.ready.popleft())
+
+    def collect(self) -> list[tuple[str, Any]]:
+        """Wait for at least one task, take every finished one; return the instances now complete."""
+        arrived = [self.done.get()]
+        while not self.done.empty():
+            arrived.append(self.done.get())
+        completed = []
+        for future in arrived:
+            address, cell = self.in_flight.pop(future)
+            try:
+                result = future.result()
+            except BaseException as exc:  # noqa: BLE001
+                self.error = self.error or exc
+                continue
+            if self.error is not None:
+                continue
+            if cell is not None:
+                self.outcomes[address][cell] = result
+                self.cells_left[address] -= 1
+                self._call("on_cell", address, cell, result)
+            if cell is None or self.cells_left[address] == 0:
+                completed.append((address, result))
+        return completed
+
+    def finish(self, address: str, result: Any) -> None:
+        name, _, key = address.partition("@")
+        if name in CELL_STAGES:
+            result = finish_stage_task(name, key, self.outcomes[address], self.params_path)
+        self._call("on_done", address)
+        self.results[address] = result
+        for other in self.order:
+            self.waiting[other].discard(address)
+
+    def run(self) -> dict[str, Any]:
+        while True:
+            self.start_ready()
+            self.fill()
+            if not self.in_flight:
+                break
+            completed = self.collect()
+            self.fill()  # the workers get new work before the stage bookkeeping below
+            for address, result in completed:
+                if self.error is None:
+                    self._guard(lambda a=address, r=result: self.finish(a, r))
+        if self.error is not None:
+            raise self.error
+        if len(self.results) < len(self.order):
+            stuck = [a for a in self.order if a not in self.results]
+            raise ValueError(f"stages: {stuck} wait for each other (a cycle in the stage graph)")
+        return self.results
+
+
 def run_stage_dag(
     needs: Mapping[str, Iterable[str]],
     params_path: str | None = None,
@@ -76,112 +192,14 @@ def run_stage_dag(
     on_done: Callable[[str], None] | None = None,
     on_cells: Callable[[str, list[str]], None] | None = None,
     on_cell: Callable[[str, str, Any], None] | None = None,
+    workers: int | None = None,
 ) -> dict[str, Any]:
     """Run every instance of ``needs`` (address → addresses it waits for; dependencies outside
     ``needs`` count as satisfied) inside the current flow; returns address → the result of the
-    instance's last task (its output folder, or the report's path), in the order they finished."""
+    instance's last task (its output folder, or the report's path), in the order they finished.
+
+    ``workers``: the worker count of the flow's thread-pool runner (at most :data:`QUEUE_DEPTH`
+    tasks per worker are sent ahead); None for runners that queue work themselves (Dask)."""
     load_params(params_path)  # a bad params file is an error before any work
-    order = list(needs)
-    known = (*_SINGLE_TASK_STAGES, *CELL_STAGES, "report")
-    unknown = [a for a in order if a.partition("@")[0] not in known]
-    if unknown:
-        raise KeyError(f"stage: {unknown} are not veilbench stages (known: {list(known)})")
-    waiting = {a: set(needs[a]) & set(order) for a in order}
-    slots = _thread_slots()
-    done: queue.Queue = queue.Queue()
-    in_flight: dict[Any, tuple[str, str | None]] = {}  # future → (address, cell)
-    ready: deque[tuple[str, str | None]] = deque()  # (address, cell or None for a one-task stage)
-    cells_left: dict[str, int] = {}
-    outcomes: dict[str, dict[str, str]] = {}
-    results: dict[str, Any] = {}
-    started: set[str] = set()
-    error: BaseException | None = None
-
-    def submit(address: str, cell: str | None) -> None:
-        name, _, key = address.partition("@")
-        if cell is not None:
-            future = run_cell_task.submit(name, key, cell, params_path)
-        elif name == "report":
-            future = report_task.submit(params_path)
-        else:
-            future = _SINGLE_TASK_STAGES[name].submit(key, params_path)
-        in_flight[future] = (address, cell)
-        future.add_done_callback(done.put)
-
-    def finish(address: str, result: Any) -> None:
-        name, _, key = address.partition("@")
-        if name in CELL_STAGES:
-            result = finish_stage_task(name, key, outcomes[address], params_path)
-        if on_done is not None:
-            on_done(address)
-        results[address] = result
-        for other in order:
-            waiting[other].discard(address)
-
-    def start(address: str) -> None:
-        started.add(address)
-        if on_start is not None:
-            on_start(address)
-        name, _, key = address.partition("@")
-        if name not in CELL_STAGES:
-            ready.append((address, None))
-            return
-        cells = begin_stage_task(name, key, params_path)
-        cells_left[address], outcomes[address] = len(cells), {}
-        if on_cells is not None:
-            on_cells(address, list(cells))
-        ready.extend((address, cell) for cell in cells)
-        if not cells:
-            finish(address, None)
-
-    def fill() -> None:
-        """Send ready work in start order; a thread pool holds at most :data:`QUEUE_DEPTH` tasks
-        per worker, so a worker that finishes while this thread does bookkeeping finds its next
-        task waiting."""
-        while error is None and ready and (slots is None or len(in_flight) < QUEUE_DEPTH * slots):
-            submit(*ready.popleft())
-
-    while True:
-        while error is None:
-            startable = [a for a in order if a not in started and not waiting[a]]
-            if not startable:
-                break
-            try:
-                for address in startable:
-                    start(address)
-            except BaseException as exc:  # noqa: BLE001 - raised after the tasks in flight end
-                error = exc
-        fill()
-        if not in_flight:
-            break
-        arrived = [done.get()]  # block for one, then take whatever else has finished
-        while not done.empty():
-            arrived.append(done.get())
-        completed: list[tuple[str, Any]] = []
-        for future in arrived:
-            address, cell = in_flight.pop(future)
-            try:
-                result = future.result()
-            except BaseException as exc:  # noqa: BLE001
-                error = error or exc
-                continue
-            if error is None and cell is not None:
-                outcomes[address][cell] = result
-                cells_left[address] -= 1
-                if on_cell is not None:
-                    on_cell(address, cell, result)
-            if error is None and (cell is None or cells_left[address] == 0):
-                completed.append((address, result))
-        fill()  # the workers get new work before the stage bookkeeping below
-        for address, result in completed:
-            if error is None:
-                try:
-                    finish(address, result)
-                except BaseException as exc:  # noqa: BLE001
-                    error = exc
-    if error is not None:
-        raise error
-    if len(results) < len(order):
-        stuck = [a for a in order if a not in results]
-        raise ValueError(f"stages: {stuck} wait for each other (a cycle in the stage graph)")
-    return results
+    callbacks = {"on_start": on_start, "on_done": on_done, "on_cells": on_cells, "on_cell": on_cell}
+    return _GraphRun(needs, params_path, workers, callbacks).run()

@@ -103,7 +103,8 @@ class PlannedRun:
         p = self.progress
         with single_threaded_blas(cell_threads()):
             run_stage_dag(self.needs, on_start=self.start, on_done=self.record,
-                          on_cells=None if p is None else p.stage_cells, on_cell=None if p is None else p.cell_done)
+                          on_cells=None if p is None else p.stage_cells, on_cell=None if p is None else p.cell_done,
+                          workers=cell_threads())
         return self.executed
 
     def flush(self) -> None:
