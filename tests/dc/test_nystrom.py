@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from veilbench.dc.kernel import NKI
+from veilbench.dc.kernel import NKI, rbf_kernel
 from veilbench.dc.linear import orth
 from veilbench.dc.nystrom import NystromNKI
 
@@ -38,3 +38,55 @@ def test_nystrom_converges_to_exact_nki(reps, center):
     np.testing.assert_allclose(full.transform(x_new, 1) @ rotation, exact.transform(x_new, 1), atol=1e-7)
     if center:
         np.testing.assert_allclose(full.Z_.sum(axis=0), 0.0, atol=1e-10)
+
+
+def reference_nystrom(reps, rank, gamma, lam, center, seed, d_hat):
+    """The fit as first written: full thin SVDs of every ``L_k`` and of the stacked ``V`` → (Z, [B_k])."""
+    from veilbench.dc.nystrom import _inv_sqrt_psd
+    from veilbench.validation import as_rng
+
+    j = np.sort(as_rng(seed).choice(reps[0].shape[0], size=rank, replace=False))
+    factors, blocks = [], []
+    for a in reps:
+        c = rbf_kernel(a, a[j], gamma)
+        w_isqrt = _inv_sqrt_psd(c[j], 1e-10)
+        u, s, vt = np.linalg.svd(c @ w_isqrt, full_matrices=False)
+        factors.append((w_isqrt, u, s, vt))
+        blocks.append(u * (s / np.sqrt(s**2 + lam)))
+    v_all = np.hstack(blocks)
+    if center:
+        v_all = v_all - v_all.mean(axis=0)
+    z = np.linalg.svd(v_all, full_matrices=False)[0][:, :d_hat]
+    bs = []
+    for w_isqrt, u, s, vt in factors:
+        g = (z - u @ ((s**2 / (s**2 + lam))[:, None] * (u.T @ z))) / lam
+        bs.append(w_isqrt @ (vt.T @ (s[:, None] * (u.T @ g))))
+    return z, bs
+
+
+def flip(z: np.ndarray) -> np.ndarray:
+    """Column signs making each column's largest-magnitude entry positive."""
+    return np.sign(z[np.argmax(np.abs(z), axis=0), np.arange(z.shape[1])])
+
+
+@pytest.mark.parametrize(("rank", "gamma", "center"), [(40, 0.1, False), (40, 0.1, True), (110, 1.0, False)])
+def test_fit_equals_the_full_svd_formulation(reps, rank, gamma, center):
+    """Z_ and the features equal the full-SVD fit to 1e-10, once Z's column signs (arbitrary in an SVD) are fixed."""
+    z, bs = reference_nystrom(reps, rank, gamma, 1.0, center, 1, 5)
+    fitted = NystromNKI(rank=rank, gamma=gamma, center=center, seed=1).fit(reps)
+    signs = flip(z)
+    np.testing.assert_array_equal(flip(fitted.Z_), np.ones(5))
+    np.testing.assert_allclose(fitted.Z_, z * signs, atol=1e-10)
+    x_new = reps[1][:30] + 0.1
+    ref = rbf_kernel(x_new, reps[1][fitted.landmarks_], gamma) @ bs[1]
+    np.testing.assert_allclose(fitted.transform(x_new, 1), ref * signs, atol=1e-10)
+
+
+def test_rank_deficient_stack_keeps_the_leading_subspace(reps):
+    """Two identical parties with rank 3 give rank(V) = 3 < d̂ = 5: the leading 3 directions equal the
+    full-SVD fit's, the rest completes an orthonormal Z (any completion is optimal)."""
+    parties = [reps[0], reps[0]]
+    z, _ = reference_nystrom(parties, 3, 0.1, 1.0, False, 1, 5)
+    fitted = NystromNKI(rank=3, gamma=0.1, seed=1).fit(parties)
+    np.testing.assert_allclose(fitted.Z_.T @ fitted.Z_, np.eye(5), atol=1e-10)
+    np.testing.assert_allclose(fitted.Z_[:, :3], z[:, :3] * flip(z[:, :3]), atol=1e-10)
