@@ -28,6 +28,7 @@ from __future__ import annotations
 import queue
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from tasks.common import load_params
@@ -77,11 +78,15 @@ def run_stage_dag(
     params_path: str | None = None,
     on_start: Callable[[str], None] | None = None,
     on_done: Callable[[str], None] | None = None,
+    root: str | None = None,
 ) -> dict[str, Any]:
     """Run every instance of ``needs`` (address → addresses it waits for; dependencies outside
     ``needs`` count as satisfied) inside the current flow; returns address → the result of the
-    instance's last task (its output folder, or the report's path), in the order they finished."""
-    cfg = load_params(params_path)
+    instance's last task (its output folder, or the report's path), in the order they finished.
+    ``root`` is the folder the tasks read and write (default: :func:`tasks.paths.repo_root` where
+    each task runs); passing it makes it a task parameter, so worker processes need no environment."""
+    root_path = Path(root) if root else None
+    cfg = load_params(params_path, root_path)
     order = list(needs)
     known = (*_SINGLE_TASK_STAGES, *CELL_STAGES, "report")
     unknown = [a for a in order if a.partition("@")[0] not in known]
@@ -104,18 +109,18 @@ def run_stage_dag(
     def submit(address: str, cell: str | None, in_lane: bool) -> None:
         name, _, key = address.partition("@")
         if cell is not None:
-            future = run_cell_task.submit(name, key, cell, params_path)
+            future = run_cell_task.submit(name, key, cell, params_path, root_path)
         elif name == "report":
-            future = report_task.submit(params_path)
+            future = report_task.submit(params_path, root_path)
         else:
-            future = _SINGLE_TASK_STAGES[name].submit(key, params_path)
+            future = _SINGLE_TASK_STAGES[name].submit(key, params_path, root_path)
         in_flight[future] = (address, cell, in_lane)
         future.add_done_callback(done.put)
 
     def finish(address: str, result: Any) -> None:
         name, _, key = address.partition("@")
         if name in CELL_STAGES:
-            result = finish_stage_task(name, key, outcomes[address], params_path)
+            result = finish_stage_task(name, key, outcomes[address], params_path, root_path)
         if on_done is not None:
             on_done(address)
         results[address] = result
@@ -130,7 +135,7 @@ def run_stage_dag(
         if name not in CELL_STAGES:
             ready.append((address, None))
             return
-        cells = begin_stage_task(name, key, params_path)
+        cells = begin_stage_task(name, key, params_path, root_path)
         cells_left[address], outcomes[address] = len(cells), {}
         serial = lane_on and not getattr(get_family(cfg.sweeps[key].family), "THREAD_SAFE", True)
         (lane if serial else ready).extend((address, cell) for cell in cells)
