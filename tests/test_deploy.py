@@ -69,6 +69,7 @@ def test_another_params_file_never_writes_into_the_workspace(tmp_path: Path) -> 
 @pytest.mark.slow
 def test_task_runs_are_named_and_reused_cells_say_so(prefect_server: str, workdir: Path, mlflow_store: Path) -> None:
     import asyncio
+    import time
 
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import TaskRunFilter, TaskRunFilterStartTime
@@ -84,8 +85,13 @@ def test_task_runs_are_named_and_reused_cells_say_so(prefect_server: str, workdi
         async with get_client() as client:
             return await client.read_task_runs(task_run_filter=TaskRunFilter(start_time=TaskRunFilterStartTime(after_=t0)))
 
-    states = {tr.name: tr.state.name for tr in asyncio.run(task_runs())}
     cells = {f"{stage}@ss-identity/default" for stage in ("release", "integrate", "attack", "evaluate")}
+    deadline = time.monotonic() + 60  # task-run records reach the server as events, shortly after the run
+    while True:
+        states = {tr.name: tr.state.name for tr in asyncio.run(task_runs())}
+        if cells <= set(states) and all(states[c] != "Running" for c in cells) or time.monotonic() > deadline:
+            break
+        time.sleep(1)
     assert cells <= set(states), sorted(states)
     assert {states[c] for c in cells} == {"Reused"}, "the second run reuses every cell"
     assert {"prepare@digits", "embed@digits-pca", "begin-stage release@ss-identity"} <= set(states)
