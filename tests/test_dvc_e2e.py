@@ -72,7 +72,8 @@ def test_dvc_repro_is_incremental(dvc_repo: tuple[Path, dict[str, str]]) -> None
     assert set(json.loads((root / "reports/sweeps/ss/metrics.json").read_text())) == {
         "epsilon=4.0", "epsilon=16.0", "mechanism=clean"}
     shown = json.loads(_run([*dvc, "metrics", "show", "--json"], root, env))
-    assert shown["workspace"]["data"]["reports/sweeps/ss/summary.json"]["data"]["cells"] == 3
+    (workspace,) = shown.values()
+    assert workspace["data"]["reports/sweeps/ss/summary.json"]["data"]["cells"] == 3
 
 
 def test_veilbench_run_in_process_writes_the_same_lock(dvc_repo: tuple[Path, dict[str, str]]) -> None:
