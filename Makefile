@@ -14,7 +14,8 @@ export DO_NOT_TRACK ?= 1
 export MLFLOW_DISABLE_TELEMETRY ?= true
 export DVC_NO_ANALYTICS ?= 1
 export OMP_NUM_THREADS ?= 2
-export OPENBLAS_NUM_THREADS ?= 2
+# One OpenBLAS thread: its thread count enters results (tasks/numerics.py pins the CPU code paths too).
+export OPENBLAS_NUM_THREADS ?= 1
 export MKL_NUM_THREADS ?= 2
 export NUMBA_NUM_THREADS ?= 2
 
@@ -31,6 +32,10 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# Headless Chromium for the test that opens `dvc plots show` offline (skipped where it is missing).
+install-browser:
+	test -x /usr/bin/chromium || (apt-get update -q && apt-get install -y -q chromium)
 
 run: $(STAMP)
 	$(BIN)/veilbench run

@@ -73,7 +73,13 @@ def make_stage_flow(stage: str, stage_task: Any = None) -> Callable[..., list[st
     section, _ = STAGE_KEYS[stage]
     threads = cell_threads()
 
-    @flow(name=stage, log_prints=True, task_runner=ThreadPoolTaskRunner(max_workers=threads))
+    def run_name() -> str:
+        from prefect.runtime import flow_run
+
+        keys = flow_run.parameters.get("keys")
+        return f"{stage}@{','.join(keys)}" if keys else f"{stage} (all {section})"
+
+    @flow(name=stage, flow_run_name=run_name, log_prints=True, task_runner=ThreadPoolTaskRunner(max_workers=threads))
     def stage_flow(keys: list[str] | None = None, params_path: str | None = None) -> list[str]:
         cfg = load_params(params_path)
         names = keys or list(getattr(cfg, section))

@@ -7,12 +7,18 @@ has finished (:mod:`flows.dag`): with ``--workers N`` they run in parallel on a 
 cluster of N single-threaded worker processes, with ``--dask-address`` on an existing Dask cluster.
 Results are identical either way (each cell seeds its own streams).
 ``veilbench run`` uses DVC instead; both reuse cells whose inputs did not change.
+
+The command writes into the workspace only for the workspace's own ``params.yaml``; another
+params file (``--params params.large.yaml``) runs in ``runs/<params file stem>/`` (or ``--root``),
+so two params files never overwrite each other's ``data/`` and ``reports/``, whatever their sweep
+names. Scheduled runs (:mod:`flows.deploy`) get a new root per run.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 from prefect import flow
@@ -34,21 +40,41 @@ def task_runner(workers: int = 1, dask_address: str | None = None) -> Any:
                                           "dashboard_address": None})
 
 
-@flow(name="benchmark", log_prints=True, task_runner=ThreadPoolTaskRunner(max_workers=1))
-def benchmark(params_path: str | None = None, sweeps: list[str] | None = None, thread_workers: int | None = 1) -> str:
-    """Run every stage for the configured (or the named) sweeps and rebuild the report
-    (``thread_workers``: the thread pool's size, None under Dask)."""
-    cfg = load_params(params_path)
-    results = run_stage_dag(stage_graph(cfg, sweeps or list(cfg.sweeps)), params_path, workers=thread_workers)
+def _flow_run_name() -> str:
+    from prefect.runtime import flow_run
+
+    p = flow_run.parameters
+    sweeps = p.get("sweeps")
+    return f"benchmark {Path(p.get('params_path') or 'params.yaml').name}" + (f" [{', '.join(sweeps)}]" if sweeps else "")
+
+
+@flow(name="benchmark", flow_run_name=_flow_run_name, log_prints=True, task_runner=ThreadPoolTaskRunner(max_workers=1))
+def benchmark(params_path: str | None = None, sweeps: list[str] | None = None, root: str | None = None,
+              thread_workers: int | None = 1) -> str:
+    """Run every stage for the configured (or the named) sweeps and rebuild the report, reading
+    and writing under ``root`` (default: the workspace, :func:`tasks.paths.repo_root`);
+    ``thread_workers``: the thread pool's size, None under Dask."""
+    cfg = load_params(params_path, Path(root) if root else None)
+    results = run_stage_dag(stage_graph(cfg, sweeps or list(cfg.sweeps)), params_path, root=root, workers=thread_workers)
     return str(results["report"])
 
 
 def run_benchmark(params_path: str | None = None, sweeps: list[str] | None = None, workers: int = 1,
-                  dask_address: str | None = None) -> str:
+                  dask_address: str | None = None, root: str | None = None) -> str:
     """Run :func:`benchmark` with the task runner for ``workers`` / ``dask_address``."""
     thread_workers = 1 if workers <= 1 and dask_address is None else None
     return benchmark.with_options(task_runner=task_runner(workers, dask_address))(
-        params_path=params_path, sweeps=sweeps, thread_workers=thread_workers)
+        params_path=params_path, sweeps=sweeps, root=root, thread_workers=thread_workers)
+
+
+def output_root(params_path: str | None, workspace: Path, root: str | None = None) -> Path:
+    """Where a run of ``params_path`` writes: ``root`` when given; the workspace for its own
+    ``params.yaml`` (or no params file); else ``<workspace>/runs/<params file stem>``."""
+    if root:
+        return Path(root).resolve()
+    if params_path is None or Path(params_path).resolve() == (workspace / "params.yaml").resolve():
+        return workspace
+    return workspace / "runs" / Path(params_path).stem
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -57,14 +83,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sweep", action="append", dest="sweeps", metavar="NAME", help="run only these sweeps")
     parser.add_argument("--workers", type=int, default=1, help="parallel Dask worker processes for cells (default 1)")
     parser.add_argument("--dask-address", default=None, help="address of an existing Dask scheduler to use")
+    parser.add_argument("--root", default=None,
+                        help="output folder (default: the workspace for its params.yaml, runs/<stem>/ for another params file)")
     args = parser.parse_args(argv)
+    from tasks.paths import repo_root
     from veilbench.validation import ValidationError
 
     try:
         load_params(args.params)
         if args.workers < 1:
             raise KeyError(f"--workers: must be ≥ 1, got {args.workers}")
-        print(run_benchmark(args.params, args.sweeps, args.workers, args.dask_address))
+        workspace = repo_root()
+        root = output_root(args.params, workspace, args.root)
+        params = str(Path(args.params).resolve()) if args.params else None
+        if root != workspace:
+            root.mkdir(parents=True, exist_ok=True)
+            print(f"outputs in {root}", file=sys.stderr)
+        print(run_benchmark(params, args.sweeps, args.workers, args.dask_address, str(root)))
     except (ValidationError, KeyError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -25,6 +25,7 @@ from __future__ import annotations
 import queue
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from tasks.common import load_params
@@ -63,14 +64,14 @@ class _GraphRun:
     flight, and the first error. Every method runs in the calling (scheduling) thread."""
 
     def __init__(self, needs: Mapping[str, Iterable[str]], params_path: str | None, workers: int | None,
-                 callbacks: Mapping[str, Callable[..., None] | None]):
+                 callbacks: Mapping[str, Callable[..., None] | None], root: Path | None = None):
         self.order = list(needs)
         known = (*_SINGLE_TASK_STAGES, *CELL_STAGES, "report")
         unknown = [a for a in self.order if a.partition("@")[0] not in known]
         if unknown:
             raise KeyError(f"stage: {unknown} are not veilbench stages (known: {list(known)})")
         self.waiting = {a: set(needs[a]) & set(self.order) for a in self.order}
-        self.params_path, self.workers = params_path, workers
+        self.params_path, self.workers, self.root = params_path, workers, root
         self.callbacks = callbacks
         self.done: queue.Queue = queue.Queue()
         self.in_flight: dict[Any, tuple[str, str | None]] = {}  # future → (address, cell or None)
@@ -96,11 +97,11 @@ class _GraphRun:
     def submit(self, address: str, cell: str | None) -> None:
         name, _, key = address.partition("@")
         if cell is not None:
-            future = run_cell_task.submit(name, key, cell, self.params_path)
+            future = run_cell_task.submit(name, key, cell, self.params_path, self.root)
         elif name == "report":
-            future = report_task.submit(self.params_path)
+            future = report_task.submit(self.params_path, self.root)
         else:
-            future = _SINGLE_TASK_STAGES[name].submit(key, self.params_path)
+            future = _SINGLE_TASK_STAGES[name].submit(key, self.params_path, self.root)
         self.in_flight[future] = (address, cell)
         future.add_done_callback(self.done.put)
 
@@ -111,7 +112,7 @@ class _GraphRun:
         if name not in CELL_STAGES:
             self.ready.append((address, None))
             return
-        cells = begin_stage_task(name, key, self.params_path)
+        cells = begin_stage_task(name, key, self.params_path, self.root)
         self.cells_left[address], self.outcomes[address] = len(cells), {}
         self._call("on_cells", address, list(cells))
         self.ready.extend((address, cell) for cell in cells)
@@ -160,7 +161,7 @@ class _GraphRun:
     def finish(self, address: str, result: Any) -> None:
         name, _, key = address.partition("@")
         if name in CELL_STAGES:
-            result = finish_stage_task(name, key, self.outcomes[address], self.params_path)
+            result = finish_stage_task(name, key, self.outcomes[address], self.params_path, self.root)
         self._call("on_done", address)
         self.results[address] = result
         for other in self.order:
@@ -193,13 +194,17 @@ def run_stage_dag(
     on_cells: Callable[[str, list[str]], None] | None = None,
     on_cell: Callable[[str, str, Any], None] | None = None,
     workers: int | None = None,
+    root: str | None = None,
 ) -> dict[str, Any]:
     """Run every instance of ``needs`` (address → addresses it waits for; dependencies outside
     ``needs`` count as satisfied) inside the current flow; returns address → the result of the
     instance's last task (its output folder, or the report's path), in the order they finished.
 
     ``workers``: the worker count of the flow's thread-pool runner (at most :data:`QUEUE_DEPTH`
-    tasks per worker are sent ahead); None for runners that queue work themselves (Dask)."""
-    load_params(params_path)  # a bad params file is an error before any work
+    tasks per worker are sent ahead); None for runners that queue work themselves (Dask).
+    ``root`` is the folder the tasks read and write (default: :func:`tasks.paths.repo_root` where
+    each task runs); passing it makes it a task parameter, so worker processes need no environment."""
+    root_path = Path(root) if root else None
+    load_params(params_path, root_path)  # a bad params file is an error before any work
     callbacks = {"on_start": on_start, "on_done": on_done, "on_cells": on_cells, "on_cell": on_cell}
-    return _GraphRun(needs, params_path, workers, callbacks).run()
+    return _GraphRun(needs, params_path, workers, callbacks, root_path).run()

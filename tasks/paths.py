@@ -3,7 +3,7 @@
 ``data/prepare/<dataset>/``          prepare  (arrays.npz + manifest.json)
 ``data/embed/<embedding>/``          embed
 ``data/<stage>/<sweep>/<cell>/``     release, integrate, attack
-``reports/sweeps/<sweep>/``          evaluate (cells/<cell>.json per cell; metrics.json summary)
+``reports/sweeps/<sweep>/``          evaluate (cells/<cell>.json per cell; metrics.json, summary.json)
 ``reports/``                         report (index.md, tables, figures)
 """
 
@@ -15,9 +15,42 @@ from pathlib import Path
 CELL_STAGES = ("release", "integrate", "attack", "evaluate")
 
 
+def experiment_workspace() -> Path | None:
+    """The working directory when it is a DVC experiment's own copy of the repository, else None.
+
+    ``dvc exp run --temp`` and queued experiments (``dvc exp run --queue`` + ``dvc queue start``)
+    run every stage in a copy of the workspace inside the parent repository's ``.dvc/tmp/exps/``,
+    with ``-S`` overrides applied to that copy's ``params.yaml``; ``$DVC_ROOT`` still names the
+    parent repository. The copy is recognised by its ``dvc.yaml`` and by lying under
+    ``$DVC_ROOT/.dvc/tmp/exps``.
+    """
+    dvc_root = os.environ.get("DVC_ROOT")
+    if not dvc_root:
+        return None
+    cwd = Path.cwd().resolve()
+    exps = Path(dvc_root).resolve() / ".dvc" / "tmp" / "exps"
+    return cwd if (cwd / "dvc.yaml").is_file() and exps in cwd.parents else None
+
+
 def repo_root() -> Path:
-    """The repository root: ``$DVC_ROOT`` when DVC runs the stage, else ``$VEILBENCH_ROOT`` or the CWD."""
+    """The workspace the stage reads and writes: a DVC experiment's own copy when the stage runs
+    in one (:func:`experiment_workspace`), else ``$DVC_ROOT`` when DVC runs the stage, else
+    ``$VEILBENCH_ROOT`` (a scheduled run's own root) or the CWD."""
+    workspace = experiment_workspace()
+    if workspace is not None:
+        return workspace
     return Path(os.environ.get("DVC_ROOT") or os.environ.get("VEILBENCH_ROOT") or os.getcwd()).resolve()
+
+
+def tracking_root(root: Path | None = None) -> Path:
+    """Where the MLflow store of ``root`` (default :func:`repo_root`) lives: the parent repository
+    (``$DVC_ROOT``) for a DVC experiment's copy, which DVC deletes when the experiment ends, else
+    ``root`` itself."""
+    root = Path(root or repo_root()).resolve()
+    dvc_root = os.environ.get("DVC_ROOT")
+    if dvc_root and Path(dvc_root).resolve() / ".dvc" / "tmp" / "exps" in root.parents:
+        return Path(dvc_root).resolve()
+    return root
 
 
 def prepare_dir(root: Path, dataset: str) -> Path:

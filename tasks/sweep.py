@@ -9,7 +9,9 @@ stage recomputes one cell). Cells no longer in the sweep are removed.
 Files: ``data/<stage>/<sweep>/<cell>/{arrays.npz, manifest.json}`` (arrays of seed s under keys
 ``s<seed>__<name>``), ``data/<stage>/<sweep>/sweep.json`` (which cells were computed or reused);
 ``evaluate`` writes ``reports/sweeps/<sweep>/cells/<cell>.json`` (per-seed metrics, mean, 95% CI)
-and ``reports/sweeps/<sweep>/metrics.json`` (cell → mean of each metric, for ``dvc metrics``).
+``reports/sweeps/<sweep>/metrics.json`` (cell → mean of each metric, ``null`` when not finite) and
+``reports/sweeps/<sweep>/summary.json`` (a few columns shared by all families, for ``dvc metrics``:
+:mod:`tasks.metrics_summary`).
 """
 
 from __future__ import annotations
@@ -245,13 +247,17 @@ def _read_mapping(path: Path) -> dict[str, Any] | None:
 def finish_stage(stage: str, sweep: str, outcomes: dict[str, str], params_path: str | Path | None = None,
                  root: Path | None = None) -> Path:
     """Close a sweep stage: drop cells no longer configured, write ``sweep.json`` (which cells were
-    computed or reused), the release's privacy ledger, or the evaluate summary ``metrics.json``."""
+    computed or reused), the release's privacy ledger, or the evaluate tables ``metrics.json`` (cell →
+mean of each metric) and ``summary.json`` (what ``dvc metrics show`` prints)."""
     ctx = _context(stage, sweep, params_path, root)
     _remove_stale(ctx.out_root, set(ctx.cells), stage)
     if stage == "evaluate":
-        summary_all = {c: {m: s["mean"] for m, s in read_json(ctx.out_root / f"{c}.json")["summary"].items()}
-                       for c in ctx.cells}
-        write_json(sweep_report_dir(ctx.root, sweep) / "metrics.json", summary_all)
+        from tasks.metrics_summary import cell_means_table, sweep_summary
+
+        means = {c: {m: s["mean"] for m, s in read_json(ctx.out_root / f"{c}.json")["summary"].items()}
+                 for c in ctx.cells}
+        write_json(sweep_report_dir(ctx.root, sweep) / "metrics.json", cell_means_table(means))
+        write_json(sweep_report_dir(ctx.root, sweep) / "summary.json", sweep_summary(means, len(ctx.scfg.seeds)))
         out = sweep_report_dir(ctx.root, sweep)
     else:
         write_json(ctx.out_root / "sweep.json", {
@@ -309,10 +315,23 @@ def _remove_stale(out_root: Path, keep: set[str], stage: str) -> None:
         shutil.rmtree(child) if child.is_dir() else child.unlink()
 
 
+def _run_cell_in_task(stage: str, sweep: str, cell: str, params_path: str | Path | None = None,
+                      root: Path | None = None) -> Any:
+    """:func:`run_cell` for Prefect: a reused cell ends in a Completed state named ``Reused``
+    (its result is still ``"reused"``), so the UI tells reused cells from computed ones."""
+    outcome = run_cell(stage, sweep, cell, params_path, root)
+    if outcome == "reused":
+        from prefect.states import Completed
+
+        return Completed(name="Reused", message="input key unchanged: outputs reused", data=outcome)
+    return outcome
+
+
 def _tasks() -> tuple[Any, Any, Any]:
     from tasks.common import as_task
 
-    return as_task(begin_stage, "begin-stage"), as_task(run_cell, "cell"), as_task(finish_stage, "finish-stage")
+    return (as_task(begin_stage, "begin-stage"), as_task(_run_cell_in_task, "cell"),
+            as_task(finish_stage, "finish-stage"))
 
 
 begin_stage_task, run_cell_task, finish_stage_task = _tasks()

@@ -32,18 +32,20 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from tasks.paths import repo_root
+from tasks.paths import repo_root, tracking_root
 
 
 def tracking_uri(root: Path | None = None) -> str:
-    """``$VEILBENCH_TRACKING_URI`` when set, else ``sqlite:///<repo root>/mlflow.db`` (absolute).
+    """``$VEILBENCH_TRACKING_URI`` when set, else ``sqlite:///<repo root>/mlflow.db`` (absolute;
+    a DVC experiment's temporary copy logs to its parent repository's store, see
+    :func:`tasks.paths.tracking_root`).
 
     (``MLFLOW_TRACKING_URI`` is deliberately not read: ``mlflow.set_tracking_uri`` writes it into
     the process environment, which would silently redirect later stages to another store.)
     """
     if os.environ.get("VEILBENCH_TRACKING_URI"):
         return os.environ["VEILBENCH_TRACKING_URI"]
-    return f"sqlite:///{(root or repo_root()) / 'mlflow.db'}"
+    return f"sqlite:///{tracking_root(root) / 'mlflow.db'}"
 
 
 def params_hash(params: Mapping[str, Any]) -> str:
@@ -250,6 +252,7 @@ def stage_run(
         **_commit_tag(root),
         "params_hash": params_hash(params),
         "dvc_stage": _dvc_address(stage, tags),
+        **({"dvc_exp_name": os.environ["DVC_EXP_NAME"]} if os.environ.get("DVC_EXP_NAME") else {}),
         **tags,
     }
     if parent_run_id:

@@ -74,8 +74,11 @@ def test_dvc_repro_is_incremental(dvc_repo: tuple[Path, dict[str, str]]) -> None
     assert third == {"release@ss", "integrate@ss", "attack@ss", "evaluate@ss", "report"}
     release = json.loads((root / "data/release/ss/sweep.json").read_text())
     assert release["computed"] == ["epsilon=16.0"] and sorted(release["reused"]) == ["epsilon=4.0", "mechanism=clean"]
-    metrics = _run([*dvc, "metrics", "show", "--json"], root, env)
-    assert "epsilon=16.0" in metrics and "epsilon=8.0" not in metrics
+    assert set(json.loads((root / "reports/sweeps/ss/metrics.json").read_text())) == {
+        "epsilon=4.0", "epsilon=16.0", "mechanism=clean"}
+    shown = json.loads(_run([*dvc, "metrics", "show", "--json"], root, env))
+    (workspace,) = shown.values()
+    assert workspace["data"]["reports/sweeps/ss/summary.json"]["data"]["cells"] == 3
 
 
 def test_veilbench_run_in_process_writes_the_same_lock(dvc_repo: tuple[Path, dict[str, str]]) -> None:

@@ -1,4 +1,4 @@
-"""Prefect flows under one session-scoped test server, and the scheduled deployments."""
+"""Prefect flows under one session-scoped test server (the scheduled deployments: tests/test_deploy.py)."""
 
 from __future__ import annotations
 
@@ -29,16 +29,6 @@ def test_stage_flow_cli_rejects_bad_params_before_work(prefect_server: str, work
     (workdir / "params.yaml").write_text("seed: -1\ndatasets: {}\nembeddings: {}\ncells: {}\n")
     assert main("release", release_flow, ["--params", str(workdir / "params.yaml")]) == 2
     assert not (workdir / "data").exists()
-
-
-def test_deployments_have_the_schedules() -> None:
-    from flows.deploy import NIGHTLY_CRON, WEEKLY_CRON, build_deployments
-
-    nightly, weekly = build_deployments()
-    crons = [[s.schedule.cron for s in d.schedules] for d in (nightly, weekly)]
-    assert crons == [[NIGHTLY_CRON], [WEEKLY_CRON]]
-    assert nightly.name == "nightly" and nightly.parameters == {"params_path": "params.yaml"}
-    assert weekly.parameters == {"params_path": "params.large.yaml"}
 
 
 @pytest.mark.slow
