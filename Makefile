@@ -33,19 +33,15 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-# Headless Chromium for the test that opens `dvc plots show` offline (skipped where it is missing).
-install-browser:
-	test -x /usr/bin/chromium || (apt-get update -q && apt-get install -y -q chromium)
-
 run: $(STAMP)
 	$(BIN)/veilbench run
 
-# Headless Chromium for the HTML report's browser test (Debian/Ubuntu package; the test skips
-# with a message when it is missing, e.g. without root or network).
+# Headless Chromium (Debian's package) for the browser tests of the HTML report and of the offline
+# `dvc plots show` page; those tests skip with a message where it is missing (no root, no registry).
 install-browser:
 	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
-	  (apt-get install -y -q chromium >/dev/null 2>&1 || sudo -n apt-get install -y -q chromium >/dev/null 2>&1) || \
-	  echo "install-browser: could not install chromium; the HTML browser test will be skipped"
+	  ((apt-get install -y -q chromium || (apt-get update -q && apt-get install -y -q chromium)) >/dev/null 2>&1) || \
+	  echo "install-browser: could not install chromium; the browser tests will be skipped"
 
 test: $(STAMP)
 	-@$(MAKE) --no-print-directory install-browser
