@@ -1,4 +1,4 @@
-"""Benchmark: FedAvg rounds per second, 20 clients, tabular AE (issue 4, "Performance").
+"""Benchmark: FedAvg rounds per second, 20 clients, tabular AE.
 
 Engines:
 * ``sequential``: :func:`veilbench.gca.simulator.run_parameter_sharing`, clients trained one after

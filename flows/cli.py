@@ -152,7 +152,7 @@ def _run_pipeline(root: Path, stage: str | None, per_stage_processes: bool, no_d
                 shown["progress"] = RunProgress(stages, root, cell_threads(), warnings_count=lambda: wlog.count)
                 return shown["progress"]
 
-            open_store(root)  # a new MLflow store gets its tables (~1.5 s) while the server boots
+            open_store(root)  # a new MLflow store gets its tables while the server boots
             executed = reproduce_in_process(root, [stage] if stage else None, force, before_execute=server.wait_until_ready,
                                             progress=display, interrupt=interrupt)
             if not executed:

@@ -11,11 +11,11 @@
 2. *Execute.* The stale stages run as one graph of Prefect tasks (:func:`flows.dag.run_stage_dag`)
    inside one ``pipeline`` flow (:meth:`PlannedRun.execute`): each starts once the stages it needs
    have finished, and the workers take the next ready cell of any stage, with no Python start-up
-   per stage (about 10–16 s with ``dvc repro``) and no idle workers at stage boundaries.
+   per stage (as ``dvc repro`` pays) and no idle workers at stage boundaries.
 3. *Record.* As each stage finishes, DVC saves and commits its outputs (what ``Stage.run`` does
    after its command) in this thread while the workers go on; the ``dvc.lock`` entries of all
    stages that ran are written together when the run ends, also on an error (DVC re-parses and
-   rewrites the whole lock per entry, ~2.5 s per stage of the default pipeline).
+   rewrites the whole lock per entry).
 
 The lock is therefore the same as after ``dvc repro``: a later ``dvc repro`` or ``dvc status``
 sees nothing to do, and ``dvc repro`` remains available (``veilbench run

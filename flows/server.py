@@ -1,6 +1,6 @@
 """One local Prefect API server for a whole pipeline run, bound to 127.0.0.1, living only as long as the run.
 
-Without ``PREFECT_API_URL`` every Prefect process boots its own temporary server (15–30 s on two
+Without ``PREFECT_API_URL`` every Prefect process boots its own temporary server (tens of seconds on two
 cores). :func:`local_prefect_server` starts one ``prefect server start`` on a free loopback port,
 waits until ``/api/health`` answers, exports ``PREFECT_API_URL`` for child processes (the DVC
 stages) and stops the server afterwards. An already-set ``PREFECT_API_URL`` is used as is.
@@ -123,7 +123,7 @@ def _interrupt_on_death(server: BootingServer, proc: subprocess.Popen, stopping:
 @contextmanager
 def booting_prefect_server(root: Path, host: str = "127.0.0.1", timeout: float = 180.0) -> Iterator[BootingServer]:
     """Start ``prefect server start`` on a free loopback port (unless ``PREFECT_API_URL`` is set)
-    and yield at once, so the caller can work while it boots (≈ 14 s on two cores, half of it the
+    and yield at once, so the caller can work while it boots (much of it the
     database migrations of a new ``PREFECT_HOME``). ``PREFECT_API_URL`` and ``PREFECT_HOME`` are
     exported from the start, so Prefect's settings read at import time see them; the server is
     stopped on exit, and stops by itself when this process dies (see the module docstring).

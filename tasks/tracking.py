@@ -188,7 +188,7 @@ def _client(uri: str) -> Any:
 
 def open_store(root: Path | None = None) -> Any:
     """The client of this root's tracking store, with the store opened (a new SQLite store gets
-    its tables here: ~1.5 s of migrations)."""
+    its tables here: the migrations)."""
     client = _client(tracking_uri(root or repo_root()))
     client.search_experiments(max_results=1)
     return client

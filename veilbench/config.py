@@ -455,7 +455,7 @@ def validate_config(raw: Any) -> Config:
 def load_config(path: str | Path = "params.yaml") -> Config:
     """Read and validate ``params.yaml``; YAML syntax errors become :class:`ConfigError` too.
 
-    Validation builds every cell's family parameters (≈ 0.15 s for the default file) and stage
+    Validation builds every cell's family parameters and stage
     code asks for the config once per cell, so the validated config is memoised on the file's
     text; each call returns its own deep copy.
     """

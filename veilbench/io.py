@@ -4,7 +4,7 @@ A stage directory holds
 
 * ``arrays.npz``: named numeric arrays, loaded back with ``allow_pickle=False`` (no pickle is
   ever read). Stored uncompressed: stage outputs are mostly float64 noise, which zlib shrinks by
-  about a fifth at ~20× the write time. An array byte-identical to another of the same bundle
+  little on float noise at many times the write time. An array byte-identical to another of the same bundle
   (e.g. a family's uploads and the cross-family view's copy of them) is stored once;
 * ``manifest.json``: ``{"stage", "shapes", "dtypes", "aliases", "arrays_sha256", "seed", "params",
   "info", "metrics"}`` so a reader can check what it got without loading the arrays; ``aliases``

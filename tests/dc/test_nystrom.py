@@ -1,4 +1,4 @@
-"""Nyström NKI converges to exact NKI as its rank grows (issue 5 "Large anchors")."""
+"""Nyström NKI converges to exact NKI as its rank grows."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Bad input, end to end (issue 8): params.yaml, user data files and the command line.
+"""Bad input, end to end: params.yaml, user data files and the command line.
 
 Every case is one row of a table. A case must
 

@@ -1,4 +1,4 @@
-"""Crash and resume (issue 8): a sweep killed with SIGKILL mid-stage and started again.
+"""Crash and resume: a sweep killed with SIGKILL mid-stage and started again.
 
 The release stage of a three-cell sweep (ScoreShield Gram release with the Dykstra projection,
 about a second per cell) runs as a subprocess

@@ -1,4 +1,4 @@
-"""Determinism (issue 8): same params and seed → bit-identical metrics, across two runs and across
+"""Determinism: same params and seed → bit-identical metrics, across two runs and across
 1 and 2 BLAS/OpenMP threads; different seeds → different metrics.
 
 Every family registered in ``veilbench.families.FAMILY_MODULES`` whose ``family.py`` exists is run

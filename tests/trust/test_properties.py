@@ -1,4 +1,4 @@
-"""Property tests (hypothesis) for the loaders and the params schema (issue 8).
+"""Property tests (hypothesis) for the loaders and the params schema.
 
 Loaders: for any arrays (random dtypes, shapes, NaN/inf, object arrays, corrupted bytes),
 ``veilbench.io.load_npz`` and ``veilbench.datasets.registry.load_file`` either return a valid

@@ -5,7 +5,7 @@ Spec: ``shared/specs/anchor-noise.md``. Modules, one job each:
 * :mod:`.anchor`: the centered orthonormal anchor A (r × d, scale s_A) (§2);
 * :mod:`.mechanisms`: C-GDP, I-GDP, DC / AA-I-GDP releases with data or anchor noise (§3);
 * :mod:`.gpm`: the generalized power method for generalized orthogonal Procrustes (§4);
-* :mod:`.alternating`: the plain alternating generalized Procrustes baseline (§4, issue 6);
+* :mod:`.alternating`: the plain alternating generalized Procrustes baseline (§4);
 * :mod:`.attacks`: Moore–Penrose, orthogonal Procrustes and alignment-map calibration (§5);
 * :mod:`.linkage`: exact source linkage on a deduplicated pool (§6.1);
 * :mod:`.studies`: helpers for v grids, the phase transition and matched-linkage read-outs (§10);

@@ -4,7 +4,7 @@ Start from the first configuration as template, :math:`R_i^0 = \mathcal P(\bar B
 (so :math:`R_1^0 = I`), then alternate: template = mean of the aligned configurations,
 :math:`T = \frac1m\sum_j \bar B_j R_j`, and re-solve each orthogonal Procrustes problem
 :math:`R_i = \mathcal P(\bar B_i^\top T)`; same stop rule and objective as
-:class:`~veilbench.anchornoise.gpm.GeneralizedPowerMethod` (issue 6 "Performance"). The two
+:class:`~veilbench.anchornoise.gpm.GeneralizedPowerMethod` (``benchmarks/bench_gpm.py``). The two
 solvers share this Jacobi update and stop rule; the GPM differs in its start (hollowed spectral), its
 adaptive schedule (over-relaxed block-coordinate sweeps past the phase transition) and its escape
 step, which is what the benchmark ``benchmarks/bench_gpm.py`` measures.

@@ -12,7 +12,7 @@ Two cell options of the anchor-noise family, both [assume]:
 * **Feature dimension** (:func:`reduce_dimension`). With ``max_dim = k`` and features of
   dimension p > k, every record z is replaced by (z − μ) V_k, where μ (p,) is the training mean and
   V_k (p × k) the eigenvectors of the k largest eigenvalues of the scatter matrix
-  (Z − 1μᵀ)ᵀ(Z − 1μᵀ) (PCA; p × p eigendecomposition, ~4× cheaper than an SVD of Z at 7000 × 784).
+  (Z − 1μᵀ)ᵀ(Z − 1μᵀ) (PCA; a p × p eigendecomposition instead of an SVD of Z).
   The basis is treated as public, as if computed from a public sample of the same distribution
   (spec §2: "a public PCA to d ≤ 100" for MNIST). With p ≤ k the features are used as they are.
   This makes d a cell option (the phase-transition study over d) and lets one sweep run on 784-d

@@ -1,6 +1,6 @@
 r"""Data Collaboration (DC) family: anchors, per-party obfuscation, MPP/GEP/ODC/LKI/NKI integration,
 anchor-pair reconstruction attacks (spec ``shared/specs/data-collaboration.md``, Suetake et al. 2026,
-arXiv:2605.27219; issue 5).
+arXiv:2605.27219).
 
 Stages (``seed`` = trial index ``r``; it seeds sources, anchors, obfuscators, attacks and every RF):
 

@@ -1,4 +1,4 @@
-r"""Nyström approximation of NKI for large anchor sets (issue 5 "Large anchors"; spec §2.5).
+r"""Nyström approximation of NKI for large anchor sets (spec §2.5).
 
 With ``r`` landmark anchors ``J ⊂ [na]`` (the same rows for every party, drawn with ``seed``),
 ``C_k = κ_k(Ã(k), Ã(k)_J)`` (na × r) and ``W_k = C_k[J]`` (r × r), the kernel is approximated as

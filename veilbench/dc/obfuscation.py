@@ -97,7 +97,7 @@ def make_obfuscator(kind: str, d_tilde: int, n_rows: int, n_features: int, seed:
         return RandomOrthogonalProjection(dim=d_tilde, random_state=seed)
     if kind == "random":
         return RandomRepresentation(dim=d_tilde, random_state=seed)
-    import umap  # lazy: numba JIT costs ~20 s on the first fit in a process
+    import umap  # lazy: numba compiles on the first fit in a process
 
     return umap.UMAP(n_components=d_tilde, random_state=seed, n_jobs=1, **draw_umap_settings(seed))
 

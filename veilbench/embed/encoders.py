@@ -7,7 +7,7 @@ name                what it computes (fit on training rows only)
 ``standardize``     (x − μ)/s per feature (s = 1 where a feature is constant)
 ``pca``             standardise, then project on the top ``dim`` principal axes
 ``kernel_pca``      standardise, then RBF kernel PCA with bandwidth γ = 1/median(‖x_i − x_j‖²)
-``umap``            standardise, then UMAP to ``dim`` dimensions (imported lazily: ~20 s JIT)
+``umap``            standardise, then UMAP to ``dim`` dimensions (imported lazily: numba compiles on first use)
 ``random_orthogonal`` standardise, then x ↦ x Q with Q (p × dim) the first columns of a Haar matrix
 ``sentence``        (text data sets only, in the ``embed`` stage) all-MiniLM-L6-v2 offline,
                     unit-norm 384-d rows (:func:`veilbench.embed.text.encode_texts`)
@@ -69,7 +69,7 @@ class MedianRBFKernelPCA(TransformerMixin, BaseEstimator):
 
 
 def _umap(dim: int, seed: int, **options: Any) -> Any:
-    import umap  # lazy: ~20 s numba JIT on first fit
+    import umap  # lazy: numba compiles on the first fit
 
     return umap.UMAP(n_components=dim, random_state=seed, n_jobs=1, **options)
 

@@ -1,4 +1,4 @@
-"""GCA family (issue 4): federated autoencoder anomaly detection with global centroid alignment.
+"""GCA family: federated autoencoder anomaly detection with global centroid alignment.
 
 Modules: ``models`` (autoencoders), ``training`` (local epochs, scores), ``partition`` (IID /
 Dirichlet long-tail), ``simulator`` (deterministic federation: single, centralized, FedAvg,

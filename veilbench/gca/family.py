@@ -1,7 +1,7 @@
 r"""GCA family: federated autoencoder anomaly detection, FL baselines, extraction attack.
 
 Follows the spec ``shared/specs/gca.md`` of *GCA: Global Centroid Alignment in Federated
-Learning* (issue 4). One cell = one method (``gca``, ``fedavg``, ``fedprox``, ``fednova``,
+Learning*. One cell = one method (``gca``, ``fedavg``, ``fedprox``, ``fednova``,
 ``dpfedavg``, ``single``, ``centralized``) on one dataset/encoder; stages:
 
 * ``release``: run the deterministic simulator (:mod:`veilbench.gca.simulator`;
