@@ -125,7 +125,7 @@ def test_default_record_gram_cell_reports_cannot_decide():
     assert out.metrics["privacy_audit_power_half_noise"] == 0.0
 
 
-class HalfNoiseGram(GaussianGramMechanism):
+class HalfSigmaGram(GaussianGramMechanism):
     """A broken Gram mechanism releasing half the calibrated noise."""
 
     def sigma_for(self, n: int) -> float:
@@ -143,7 +143,7 @@ def test_half_noise_gram_release_is_flagged_at_the_default_run_size():
     assert out.metrics["privacy_audit_decidable"] == 1.0 and out.metrics["privacy_audit_power_half_noise"] >= 0.95
     assert out.metrics["privacy_audit_flagged"] == 0.0
     n = int(out.metrics["privacy_audit_releases"])
-    bad = audit_gram_release(HalfNoiseGram(2.0, 1e-5, "output", 1.0), n=6, n_releases=n, seed=1)
+    bad = audit_gram_release(HalfSigmaGram(2.0, 1e-5, "output", 1.0), n=6, n_releases=n, seed=1)
     assert bad.epsilon_lower_bound > 2.0
 
 
