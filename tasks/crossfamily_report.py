@@ -166,7 +166,7 @@ def crossfamily_section(rows: list[dict[str, Any]], reports_dir: Path) -> list[s
     """Write the cross-family table, CSV, figure and plot points; return the index.md lines."""
     import pandas as pd
 
-    from tasks.report import _markdown  # lazy: tasks.report imports this module
+    from tasks.report_tables import markdown_table as _markdown
 
     reports_dir = Path(reports_dir)
     points = crossfamily_points(rows)

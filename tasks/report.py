@@ -46,6 +46,7 @@ from tasks.paths import repo_root, sweep_dir, sweep_report_dir
 from tasks.report_figures import PALETTE, REFERENCE_STYLE, colour, legend_outside, marker
 from tasks.report_figures import save_figure as save_figure  # re-exported: tasks.crossfamily_report uses it
 from tasks.report_numbers import error_bars, fmt_stats, glossary
+from tasks.report_tables import markdown_table as _markdown
 from tasks.tracking import stage_run
 from tasks.verdicts import (ALPHA, Estimate, claim_p_value, data_free_digest, data_free_section, judge_claim,
                             split_spread_lines)
@@ -100,12 +101,6 @@ def family_table(rows: list[dict[str, Any]], only: list[str] | None = None) -> t
                 rec[f"{m}_ci95"] = r["summary"][m]["ci95"]
         csv.append(rec)
     return header, md, csv
-
-
-def _markdown(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(lines) + "\n"
 
 
 def _value(row: dict[str, Any], key: str) -> tuple[float, float] | None:

@@ -202,7 +202,7 @@ def summary_section(cfg: Config, family: str, rows: list[dict[str, Any]], claim_
                     level: int = 2) -> list[str]:
     """The short answer for one family: question, best mechanism per privacy level, references,
     verdicts and links; at most 13 lines."""
-    from tasks.report import _markdown
+    from tasks.report_tables import markdown_table as _markdown
 
     hashes = "#" * level
     lines = [f"{hashes} {family}", ""]

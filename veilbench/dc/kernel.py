@@ -27,13 +27,8 @@ import numpy as np
 import scipy.linalg as sla
 
 from veilbench.dc._base import BaseIntegrator, check_anchor_reps
+from veilbench.linalg.distances import sq_distances
 from veilbench.validation import ValidationError, check_in_range, check_labels
-
-
-def sq_distances(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Squared Euclidean distances ``‖a_i − b_j‖²`` (``n_a × n_b``), clipped at 0."""
-    d = (a * a).sum(1)[:, None] - 2.0 * a @ b.T + (b * b).sum(1)[None, :]
-    return np.maximum(d, 0.0)
 
 
 def rbf_kernel(a: np.ndarray, b: np.ndarray, gamma: float) -> np.ndarray:

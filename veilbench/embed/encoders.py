@@ -24,6 +24,7 @@ from sklearn.decomposition import PCA, KernelPCA
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import FunctionTransformer, StandardScaler
 
+from veilbench.linalg.distances import sq_distances
 from veilbench.linalg.procrustes import haar_orthogonal
 from veilbench.validation import ValidationError
 
@@ -57,7 +58,7 @@ class MedianRBFKernelPCA(TransformerMixin, BaseEstimator):
     def fit(self, X: np.ndarray, y: Any = None) -> MedianRBFKernelPCA:
         rng = np.random.default_rng(self.random_state)
         sub = X[rng.choice(X.shape[0], size=min(X.shape[0], self.max_median_rows), replace=False)]
-        sq = np.maximum((sub * sub).sum(1)[:, None] - 2 * sub @ sub.T + (sub * sub).sum(1)[None, :], 0)
+        sq = sq_distances(sub, sub)
         med = float(np.median(sq[np.triu_indices_from(sq, 1)])) if sub.shape[0] > 1 else 1.0
         self.gamma_ = 1.0 / med if med > 0 else 1.0
         self.kpca_ = KernelPCA(n_components=self.dim, kernel="rbf", gamma=self.gamma_, random_state=self.random_state)

@@ -27,6 +27,7 @@ from typing import Literal
 import numpy as np
 from scipy.special import softmax
 
+from veilbench.linalg.distances import sq_distances
 from veilbench.validation import ValidationError, check_array, check_in_range
 
 Backend = Literal["gmm", "kmeans", "soft_kmeans", "minibatch_kmeans"]
@@ -43,10 +44,6 @@ class Centroids:
     n_dropped: int
 
 
-def _sq_dists(z: np.ndarray, mu: np.ndarray) -> np.ndarray:
-    return np.maximum((z * z).sum(1)[:, None] - 2.0 * z @ mu.T + (mu * mu).sum(1)[None, :], 0.0)
-
-
 def soft_kmeans(
     z: np.ndarray, init: np.ndarray, temperature: float = 1.0, max_iter: int = 200, tol: float = 1e-4
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -54,13 +51,13 @@ def soft_kmeans(
     z = check_array(z, "z", ndim=2)
     mu = check_array(init, "init", ndim=2).copy()
     temperature = check_in_range(temperature, "temperature", 0.0, None, low_inclusive=False)
-    r = softmax(-_sq_dists(z, mu) / temperature, axis=1)
+    r = softmax(-sq_distances(z, mu) / temperature, axis=1)
     for _ in range(max_iter):
         mass = r.sum(0)
         new = np.where(mass[:, None] > 0, (r.T @ z) / np.maximum(mass, 1e-300)[:, None], mu)
         shift = float(np.max(np.linalg.norm(new - mu, axis=1)))
         mu = new
-        r = softmax(-_sq_dists(z, mu) / temperature, axis=1)
+        r = softmax(-sq_distances(z, mu) / temperature, axis=1)
         if shift < tol:
             break
     return mu, r.sum(0)

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from veilbench.linalg.distances import sq_distances
 from veilbench.random import stream
 from veilbench.validation import ValidationError, check_array, check_in_range
 
@@ -171,8 +172,7 @@ def train_surrogate(
 
 
 def _mse_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    d2 = (a * a).sum(1)[:, None] - 2.0 * a @ b.T + (b * b).sum(1)[None, :]
-    return np.maximum(d2, 0.0) / a.shape[1]
+    return sq_distances(a, b) / a.shape[1]
 
 
 def _nearest(targets: np.ndarray, bank: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

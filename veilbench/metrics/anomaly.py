@@ -16,7 +16,6 @@ Generic: nothing here knows about autoencoders or federations.
 from __future__ import annotations
 
 import numpy as np
-from scipy.stats import rankdata
 
 from veilbench.validation import ValidationError, check_array, check_in_range, check_labels
 
@@ -47,16 +46,17 @@ def anomaly_accuracy(test_scores: np.ndarray, y_true: np.ndarray, threshold: flo
 
 
 def roc_auc(test_scores: np.ndarray, y_true: np.ndarray) -> float:
-    """ROC AUC of scores ``(m,)`` against labels ``(m,)`` in {0, 1}: :math:`U / (n_0 n_1)`.
+    """ROC AUC of scores ``(m,)`` against labels ``(m,)`` in {0, 1}: the Mann–Whitney
+    :math:`U / (n_0 n_1)` = P(s_anomaly > s_normal) + ½ P(tie), by :func:`sklearn.metrics.roc_auc_score`.
 
-    Needs both classes present; ties between a normal and an anomaly count one half.
+    The one ROC AUC of the project (verification's pair AUC calls it). Needs both classes present.
     """
+    from sklearn.metrics import roc_auc_score
+
     s = check_array(test_scores, "test_scores", ndim=1)
     y = _binary_labels(y_true, s.shape[0])
     n1 = int(y.sum())
     n0 = y.size - n1
     if n0 == 0 or n1 == 0:
         raise ValidationError(f"y_true: ROC AUC needs both classes, got {n0} normal and {n1} anomalous")
-    ranks = rankdata(s)
-    u = ranks[y == 1].sum() - n1 * (n1 + 1) / 2.0
-    return float(u / (n0 * n1))
+    return float(roc_auc_score(y, s))

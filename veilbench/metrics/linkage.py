@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from veilbench.linalg.distances import sq_distances
 from veilbench.validation import ValidationError, check_array
 
 
@@ -29,11 +30,6 @@ class LinkageResult:
     n_queries: int
     n_pool: int
     chance: float
-
-
-def _sq_dists(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    d = (a * a).sum(1)[:, None] - 2.0 * a @ b.T + (b * b).sum(1)[None, :]
-    return np.maximum(d, 0.0)
 
 
 def linkage_rate(
@@ -65,7 +61,7 @@ def linkage_rate(
         raise ValidationError(f"true_index: must lie in [0, {pl.shape[0] - 1}]")
     hits = 0
     for start in range(0, rec.shape[0], batch_size):
-        d = _sq_dists(rec[start : start + batch_size], pl)
+        d = sq_distances(rec[start : start + batch_size], pl)
         t = idx[start : start + batch_size]
         d_true = d[np.arange(d.shape[0]), t]
         d_other = d.copy()

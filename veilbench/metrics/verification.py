@@ -21,7 +21,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import rankdata
 
 from veilbench.validation import ValidationError, check_array, check_in_range, check_labels
 
@@ -80,11 +79,13 @@ def accuracy_at_threshold(
 
 
 def roc_auc(scores: np.ndarray, genuine: np.ndarray) -> float:
-    """Mann–Whitney AUC = P(s_gen > s_imp) + ½ P(s_gen = s_imp), from mid-ranks."""
+    """Mann–Whitney AUC = P(s_gen > s_imp) + ½ P(s_gen = s_imp) (:func:`veilbench.metrics.anomaly.roc_auc`
+    with genuine pairs as the positive class)."""
+    from veilbench.metrics.anomaly import roc_auc as _roc_auc
+
     gen, imp = _split(scores, genuine)
-    ranks = rankdata(np.concatenate([gen, imp]))
-    u = ranks[: gen.size].sum() - gen.size * (gen.size + 1) / 2.0
-    return float(u / (gen.size * imp.size))
+    labels = np.r_[np.ones(gen.size, dtype=np.int64), np.zeros(imp.size, dtype=np.int64)]
+    return _roc_auc(np.concatenate([gen, imp]), labels)
 
 
 def roc_curve_points(scores: np.ndarray, genuine: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
