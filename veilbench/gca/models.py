@@ -66,36 +66,45 @@ def init_parameters(model, rng: np.random.Generator):
     return model
 
 
+def _autoencoder(encoder, decoder, attrs: dict, input_shape=None, latent_shape=None):
+    """An ``nn.Module`` with ``encoder``/``decoder`` (built by the two factories, encoder first: the
+    order in which :func:`init_parameters` draws), ``attrs`` as attributes, and ``encode``,
+    ``decode``, ``forward`` on flat ``(B, ·)`` tensors; ``input_shape``/``latent_shape`` are the
+    per-record shapes the encoder/decoder take (None: flat)."""
+    nn = _torch().nn
+
+    class AutoEncoder(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            for name, value in attrs.items():
+                setattr(self, name, value)
+            self.encoder, self.decoder = encoder(nn), decoder(nn)
+
+        def encode(self, x):
+            return self.encoder(x if input_shape is None else x.reshape(-1, *input_shape)).flatten(1)
+
+        def decode(self, z):
+            return self.decoder(z if latent_shape is None else z.reshape(-1, *latent_shape)).flatten(1)
+
+        def forward(self, x):
+            return self.decode(self.encode(x))
+
+    return AutoEncoder
+
+
 def tabular_ae(d_x: int, rng: np.random.Generator, latent_dim: int = LATENT_DIM_TABULAR):
     """MLP AE ``d_x → 256 → 64 → latent_dim → 64 → 256 → d_x`` (spec §3.1), initialised from ``rng``;
     returns an ``nn.Module``."""
     if int(d_x) < 1:
         raise ValidationError(f"d_x: must be a positive integer, got {d_x!r}")
-    torch = _torch()
-    nn = torch.nn
-
-    class TabularAE(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.input_dim = int(d_x)
-            self.latent_dim = int(latent_dim)
-            self.encoder = nn.Sequential(
-                nn.Linear(d_x, 256), nn.ReLU(), nn.Linear(256, 64), nn.ReLU(), nn.Linear(64, latent_dim)
-            )
-            self.decoder = nn.Sequential(
-                nn.Linear(latent_dim, 64), nn.ReLU(), nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, d_x)
-            )
-
-        def encode(self, x):
-            return self.encoder(x)
-
-        def decode(self, z):
-            return self.decoder(z)
-
-        def forward(self, x):
-            return self.decoder(self.encoder(x))
-
-    return init_parameters(_on_meta(TabularAE), rng)
+    model = _autoencoder(
+        lambda nn: nn.Sequential(nn.Linear(d_x, 256), nn.ReLU(), nn.Linear(256, 64), nn.ReLU(),
+                                 nn.Linear(64, latent_dim)),
+        lambda nn: nn.Sequential(nn.Linear(latent_dim, 64), nn.ReLU(), nn.Linear(64, 256), nn.ReLU(),
+                                 nn.Linear(256, d_x)),
+        {"input_dim": int(d_x), "latent_dim": int(latent_dim)},
+    )
+    return init_parameters(_on_meta(model), rng)
 
 
 def conv_ae(
@@ -111,38 +120,28 @@ def conv_ae(
         raise ValidationError(f"image_shape: need positive (c, h, w) with h, w divisible by 4, got {image_shape!r}")
     if output_activation not in ("tanh", "none"):
         raise ValidationError(f"output_activation: must be 'tanh' or 'none', got {output_activation!r}")
-    torch = _torch()
-    nn = torch.nn
+    latent_shape = (latent_channels, h // 4, w // 4)
 
-    class ConvAE(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.image_shape = (c, h, w)
-            self.input_dim = c * h * w
-            self.latent_shape = (latent_channels, h // 4, w // 4)
-            self.latent_dim = int(np.prod(self.latent_shape))
-            self.encoder = nn.Sequential(
-                nn.Conv2d(c, 128, 3, stride=2, padding=1), nn.ReLU(),
-                nn.Conv2d(128, 128, 3, stride=2, padding=1), nn.ReLU(),
-                nn.Conv2d(128, latent_channels, 3, stride=1, padding=1),
-            )
-            head = [nn.Tanh()] if output_activation == "tanh" else []
-            self.decoder = nn.Sequential(
-                nn.ConvTranspose2d(latent_channels, 128, 3, stride=1, padding=1), nn.ReLU(),
-                nn.ConvTranspose2d(128, 128, 3, stride=2, padding=1, output_padding=1), nn.ReLU(),
-                nn.ConvTranspose2d(128, c, 3, stride=2, padding=1, output_padding=1), *head,
-            )
+    def decoder(nn):
+        head = [nn.Tanh()] if output_activation == "tanh" else []
+        return nn.Sequential(
+            nn.ConvTranspose2d(latent_channels, 128, 3, stride=1, padding=1), nn.ReLU(),
+            nn.ConvTranspose2d(128, 128, 3, stride=2, padding=1, output_padding=1), nn.ReLU(),
+            nn.ConvTranspose2d(128, c, 3, stride=2, padding=1, output_padding=1), *head,
+        )
 
-        def encode(self, x):
-            return self.encoder(x.reshape(-1, *self.image_shape)).flatten(1)
-
-        def decode(self, z):
-            return self.decoder(z.reshape(-1, *self.latent_shape)).flatten(1)
-
-        def forward(self, x):
-            return self.decode(self.encode(x))
-
-    return init_parameters(_on_meta(ConvAE), rng)
+    model = _autoencoder(
+        lambda nn: nn.Sequential(
+            nn.Conv2d(c, 128, 3, stride=2, padding=1), nn.ReLU(),
+            nn.Conv2d(128, 128, 3, stride=2, padding=1), nn.ReLU(),
+            nn.Conv2d(128, latent_channels, 3, stride=1, padding=1),
+        ),
+        decoder,
+        {"image_shape": (c, h, w), "input_dim": c * h * w, "latent_shape": latent_shape,
+         "latent_dim": int(np.prod(latent_shape))},
+        input_shape=(c, h, w), latent_shape=latent_shape,
+    )
+    return init_parameters(_on_meta(model), rng)
 
 
 def count_params(model) -> int:
