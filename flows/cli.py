@@ -68,6 +68,8 @@ def run(
     no_dvc: bool = typer.Option(False, "--no-dvc", help="run all stages as one Prefect flow without DVC bookkeeping"),
     force: bool = typer.Option(False, help="with DVC: rerun stages even when nothing changed"),
     params: Path = typer.Option(None, help="path to params.yaml (with --no-dvc only; DVC reads params.yaml)"),
+    workers: int = typer.Option(1, min=1, help="with --no-dvc: cells on a local Dask cluster of N processes"),
+    dask_address: str = typer.Option(None, help="with --no-dvc: cells on the existing Dask scheduler at tcp://host:port"),
 ) -> None:
     """Run the pipeline: validate params, start one local Prefect server (127.0.0.1), reproduce.
 
@@ -81,6 +83,9 @@ def run(
         raise typer.Exit(2)
     if params is not None and not no_dvc:
         console.print("[red]error:[/red] --params: only with --no-dvc (DVC stages read params.yaml at the repo root)")
+        raise typer.Exit(2)
+    if (workers > 1 or dask_address) and not no_dvc:
+        console.print("[red]error:[/red] --workers/--dask-address: only with --no-dvc (cells fanned out by flows.benchmark)")
         raise typer.Exit(2)
     _validate(params)
     root = _root()
@@ -99,6 +104,8 @@ def run(
             console.print(f"Prefect API: {url}")
             if no_dvc:
                 cmd = [sys.executable, "-m", "flows.benchmark"] + (["--params", str(params)] if params else [])
+                cmd += (["--workers", str(workers)] if workers > 1 else []) + (
+                    ["--dask-address", dask_address] if dask_address else [])
             else:
                 cmd = [sys.executable, "-m", "dvc", "repro"] + (["--force"] if force else []) + ([stage] if stage else [])
             # dvc.yaml commands call `python`: make it this interpreter (the project venv).
