@@ -71,8 +71,8 @@ def build(root: Path, paper_params: Path) -> str:
         est_h = t["cpu_s"] * factor * n_runs / 3600
         total += est_h
         lines.append(f"| {family} | {', '.join(n for n, s in cfg.sweeps.items() if s.family == family)} | {n_runs} | "
-                     f"{t['cpu_s']} ({t['wall_s']}) | ≈ {est_h:,.0f} (≈ {est_h / 2:,.0f}) |")
-    lines += ["", f"Estimated total: ≈ {total:,.0f} CPU hours, ≈ {total / 2:,.0f} h on 2 cores — an ESTIMATE "
+                     f"{t['cpu_s']} ({t['wall_s']}) | ≈ {est_h:,.3g} (≈ {est_h / 2:,.3g}) |")
+    lines += ["", f"Estimated total: ≈ {total:,.3g} CPU hours, ≈ {total / 2:,.3g} h on 2 cores — an ESTIMATE "
               "(one measured cell per family, which includes preparing its data set, multiplied by the cell and "
               "seed count and, for GCA, by the rounds × epochs removed; the cells of a family differ in cost, "
               "e.g. UMAP and n_a = 20 000 against PCA and n_a = 1 000).", ""]

@@ -37,3 +37,22 @@ def test_paper_params_hold_each_familys_paper_setting() -> None:
     assert cfg.datasets[cfg.embeddings["fmnist-pca50"].dataset].options == {"features": "unit"}
     risk = cfg.sweeps["paper-scoreshield-fmnist-risk"].expand().values()
     assert max(c["n_records"] for c in risk) == 2000
+
+
+def test_reduced_params_keep_one_cell_and_one_seed_per_family_with_the_stated_reductions(tmp_path) -> None:
+    import yaml
+
+    from tasks.paper_reduced import REDUCED, reduced_params
+
+    paper = yaml.safe_load((ROOT / "params.paper.yaml").read_text())
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(reduced_params(paper), sort_keys=False, allow_unicode=True))
+    cfg = load_config(path)
+    assert sorted(s.family for s in cfg.sweeps.values()) == sorted(REDUCED)
+    for family, (sweep, cell, reductions) in REDUCED.items():
+        reduced = cfg.sweeps[f"{sweep}-reduced"]
+        (only,) = reduced.expand().values()
+        assert len(reduced.seeds) == 1 and reduced.seeds[0] == paper["sweeps"][sweep]["seeds"][0]
+        assert {**cell, **reductions}.items() <= only.items()
+        untouched = {k: v for k, v in paper["sweeps"][sweep].get("params", {}).items() if k not in reductions}
+        assert untouched.items() <= only.items(), family
