@@ -83,3 +83,13 @@ def test_sweep_on_a_dask_cluster_by_address_matches_a_local_run(prefect_server: 
             except subprocess.TimeoutExpired:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait(timeout=10)
+
+
+def test_run_takes_a_dask_address_only_with_no_dvc() -> None:
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
+    result = CliRunner().invoke(app, ["run", "--dask-address", "tcp://127.0.0.1:1"])
+    assert result.exit_code == 2
+    assert "--workers/--dask-address: only with --no-dvc" in result.output
