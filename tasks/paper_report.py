@@ -88,7 +88,9 @@ def build(roots: list[Path], paper_params: Path) -> str:
     lines += ["", f"Estimated total of the measured families: ≈ {total:,.3g} CPU hours, ≈ {total / 2:,.3g} h on 2 cores — an ESTIMATE "
               "(one measured cell per family, which includes preparing its data set, multiplied by the cell and "
               "seed count and, for GCA, by the rounds × epochs removed; the cells of a family differ in cost, "
-              "e.g. UMAP and n_a = 20 000 against PCA and n_a = 1 000).", ""]
+              "e.g. UMAP and n_a = 20 000 against PCA and n_a = 1 000). GCA's factor applies to the whole cell, data "
+              "preparation and the attack included, so it overstates; spec gca.md §12 puts a full cell at ≈ 8 CPU h "
+              "per method-seed.", ""]
     for family, (reference, metrics) in PAPER.items():
         lines += [f"## {family}", "", f"**Paper:** {reference}.", ""]
         t = timings.get(family)
