@@ -19,7 +19,7 @@ export OPENBLAS_NUM_THREADS ?= 1
 export MKL_NUM_THREADS ?= 2
 export NUMBA_NUM_THREADS ?= 2
 
-.PHONY: run test install install-browser bench bench-quick clean-outputs
+.PHONY: run test install install-browser bench bench-quick clean-outputs data reproduce
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -46,6 +46,26 @@ install-browser:
 test: $(STAMP)
 	-@$(MAKE) --no-print-directory install-browser
 	PREFECT_HOME=$$(mktemp -d) $(BIN)/python -m pytest -q
+
+# Real data for params.paper.yaml, from Debian's archive (nothing is downloaded at run time):
+# dataset-fashion-mnist (Zalando's Fashion-MNIST, licence Expat/MIT) → /usr/share/datasets/fashion-mnist.
+FASHION_DIR := /usr/share/datasets/fashion-mnist
+data:
+	@if [ -f $(FASHION_DIR)/train-images-idx3-ubyte.gz ]; then echo "Fashion-MNIST present in $(FASHION_DIR)"; \
+	elif [ -e data/raw/fashion_mnist ] || [ -e data/raw/fashion_mnist.npz ]; then echo "Fashion-MNIST present in data/raw/"; \
+	elif [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq dataset-fashion-mnist; \
+	elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then sudo apt-get update -qq && sudo apt-get install -y -qq dataset-fashion-mnist; \
+	else echo "make data: installing Debian's dataset-fashion-mnist needs root (run: sudo apt-get install dataset-fashion-mnist)," \
+	  "or put the four Fashion-MNIST IDX files (train-images-idx3-ubyte.gz, ...) in data/raw/fashion_mnist/" >&2; exit 1; fi
+
+# The papers' settings on real data (params.paper.yaml) into runs/paper/; hours on 2 cores.
+# DASK_ADDRESS=tcp://host:8786 sends the cells to an existing Dask cluster; WORKERS=N a local one.
+WORKERS ?= 2
+DASK_ADDRESS ?=
+reproduce: $(STAMP) data
+	mkdir -p runs/paper
+	VEILBENCH_ROOT=$(CURDIR)/runs/paper $(BIN)/veilbench run --no-dvc --params $(CURDIR)/params.paper.yaml \
+	  --workers $(WORKERS) $(if $(DASK_ADDRESS),--dask-address $(DASK_ADDRESS))
 
 # Benchmarks write JSON to reports/bench/. Full sizes take hours on 2 cores; bench-quick takes minutes.
 bench: $(STAMP)

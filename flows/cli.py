@@ -76,6 +76,8 @@ def run(
     no_dvc: bool = typer.Option(False, "--no-dvc", help="run all stages as one Prefect flow without DVC bookkeeping"),
     force: bool = typer.Option(False, help="with DVC: rerun stages even when nothing changed"),
     params: Path = typer.Option(None, help="path to params.yaml (with --no-dvc only; DVC reads params.yaml)"),
+    workers: int = typer.Option(1, min=1, help="with --no-dvc: cells on a local Dask cluster of N processes"),
+    dask_address: str = typer.Option(None, help="with --no-dvc: cells on the existing Dask scheduler at tcp://host:port"),
 ) -> None:
     """Run the pipeline: validate params, start one local Prefect server (127.0.0.1), reproduce.
 
@@ -89,6 +91,9 @@ def run(
         raise typer.Exit(2)
     if params is not None and not no_dvc:
         console.print("[red]error:[/red] --params: only with --no-dvc (DVC stages read params.yaml at the repo root)")
+        raise typer.Exit(2)
+    if (workers > 1 or dask_address) and not no_dvc:
+        console.print("[red]error:[/red] --workers/--dask-address: only with --no-dvc (cells fanned out by flows.benchmark)")
         raise typer.Exit(2)
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")  # flow/task INFO lines would drown the progress
     os.environ.setdefault("TQDM_DISABLE", "1")  # libraries' own bars (model weights loading) likewise
@@ -115,7 +120,8 @@ def run(
     shown: dict[str, object] = {}
     try:
         with interrupt.installed(), captured_warnings(log_path) as wlog:
-            code = _run_pipeline(root, stage, per_stage_processes, no_dvc, force, params, interrupt, wlog, shown)
+            code = _run_pipeline(root, stage, per_stage_processes, no_dvc, force, params, interrupt, wlog, shown,
+                                 workers, dask_address)
     except KeyboardInterrupt:
         console.print("interrupted: finished cells are kept; the next `veilbench run` reuses them")
         # Worker threads may still be inside a cell; their outputs go to temporaries, so the
@@ -133,7 +139,8 @@ def run(
 
 
 def _run_pipeline(root: Path, stage: str | None, per_stage_processes: bool, no_dvc: bool, force: bool,
-                  params: Path | None, interrupt: object, wlog: object, shown: dict[str, object]) -> int:
+                  params: Path | None, interrupt: object, wlog: object, shown: dict[str, object],
+                  workers: int = 1, dask_address: str | None = None) -> int:
     """The body of ``run`` inside its Ctrl-C and warning handling; returns the exit status."""
     from flows.server import booting_prefect_server
 
@@ -162,6 +169,8 @@ def _run_pipeline(root: Path, stage: str | None, per_stage_processes: bool, no_d
         console.print(f"Prefect API: {url}")
         if no_dvc:
             cmd = [sys.executable, "-m", "flows.benchmark"] + (["--params", str(params)] if params else [])
+            cmd += (["--workers", str(workers)] if workers > 1 else []) + (
+                ["--dask-address", dask_address] if dask_address else [])
         else:
             cmd = [sys.executable, "-m", "dvc", "repro"] + (["--force"] if force else []) + ([stage] if stage else [])
         # dvc.yaml commands call `python`: make it this interpreter (the project venv).

@@ -8,8 +8,10 @@ Three kinds of source:
 (b) **user files** — ``file`` with ``path=`` an ``.npz`` (arrays ``X`` and ``y``, loaded with
     ``allow_pickle=False``) or a ``.csv``/``.parquet`` with a label column (``label_column=``);
 (c) **public loaders** — ``mnist``, ``fashion_mnist``, ``cifar10``: they read a local
-    ``.npz`` when one is given or found under ``data/raw/``, try OpenML when a network exists,
-    and otherwise fail with a message saying how to provide the file.
+    ``.npz`` or IDX folder when one is given or found under ``data/raw/``, then the folder a system
+    package installed (:data:`SYSTEM_DIRS`: Debian's ``dataset-fashion-mnist``, ``make data``), and
+    otherwise fail with a message saying how to install or provide the file. Nothing is downloaded
+    at run time. ``features="unit"`` maps pixel intensities to [0, 1] (pixels/255).
 """
 
 from __future__ import annotations
@@ -114,11 +116,70 @@ def adult_like(n_samples: int = 48842, seed: int = 0, **_: Any) -> Dataset:
     return _validated("adult_like", X, y, "generated tabular data of Adult's size (not the real Adult)", seed=seed)
 
 
-def load_file(path: str | os.PathLike | None = None, label_column: str = "label", **_: Any) -> Dataset:
+def correlation_filter(X: np.ndarray, threshold: float) -> np.ndarray:
+    """Indices of the columns kept by the GCA paper's filter (spec gca.md §2 step 3): go through
+    the columns in order and keep column j only if its Pearson |r| with every already-kept column is
+    ≤ ``threshold``. Constant columns (r undefined) count as uncorrelated.
+
+    >>> X = np.array([[0., 0., 1.], [1., 1., 0.], [2., 2.1, 1.], [3., 2.9, 0.]])
+    >>> correlation_filter(X, 0.6).tolist()
+    [0, 2]
+    """
+    if not 0.0 < threshold < 1.0:
+        raise ValidationError(f"max_abs_correlation: must be in (0, 1), got {threshold}")
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = np.nan_to_num(np.abs(np.corrcoef(X, rowvar=False)), nan=0.0) if X.shape[1] > 1 else np.zeros((1, 1))
+    kept: list[int] = []
+    for j in range(X.shape[1]):
+        if all(r[j, k] <= threshold for k in kept):
+            kept.append(j)
+    return np.asarray(kept, dtype=int)
+
+
+def _tabular(p: Path, df: Any, label_column: str, categorical: str, max_abs_correlation: float | None,
+             features: str) -> Dataset:
+    import pandas.api.types as ptypes
+
+    if df.empty:
+        raise ValidationError(f"{p}: file holds no rows")
+    if label_column not in df.columns:
+        raise ValidationError(f"label_column: {label_column!r} is not a column of {p} (columns: {list(df.columns)[:10]})")
+    if categorical not in ("reject", "integer"):
+        raise ValidationError(f"categorical: must be 'reject' or 'integer' (integer-coded categories), got {categorical!r}")
+    y = df[label_column].to_numpy()
+    feats = df.drop(columns=[label_column])
+    non_numeric = [c for c in feats.columns if not ptypes.is_numeric_dtype(feats[c].dtype)]
+    if non_numeric and categorical == "reject":
+        raise ValidationError(f"{p}: feature columns must be numeric; non-numeric: {non_numeric[:5]} "
+                              "(categorical: integer codes them)")
+    for c in non_numeric:  # integer codes in sorted order of the category strings; a missing value is its own code
+        feats[c] = np.unique(feats[c].astype(str).str.strip().to_numpy(), return_inverse=True)[1]
+    if getattr(y.dtype, "kind", "O") not in "iuf":
+        _, y = np.unique(np.char.rstrip(np.char.strip(y.astype(str)), "."), return_inverse=True)
+    X = feats.to_numpy(dtype=float)
+    meta: dict[str, Any] = {"source": str(p), "categorical_columns": non_numeric}
+    if max_abs_correlation is not None:
+        keep = correlation_filter(X, float(max_abs_correlation))
+        meta["dropped_correlated"] = [str(feats.columns[j]) for j in range(X.shape[1]) if j not in set(keep.tolist())]
+        X = X[:, keep]
+    return _validated(p.stem, scale_features(X, features, p.stem), y, f"user file {p.name}", **meta)
+
+
+def load_file(path: str | os.PathLike | None = None, label_column: str = "label", categorical: str = "reject",
+              max_abs_correlation: float | None = None, column_names: list[str] | None = None,
+              features: str = "raw", **_: Any) -> Dataset:
     """Load a user file: ``.npz`` with arrays ``X`` and ``y`` (or Keras' ``x_train``/``y_train``/
     ``x_test``/``y_test``; no pickles), a folder of MNIST-format IDX files
-    (:mod:`veilbench.datasets.idx`), or ``.csv``/``.parquet`` with a numeric feature table and a
-    label column ``label_column``. Images (n, h, w[, c]) are flattened to rows."""
+    (:mod:`veilbench.datasets.idx`), or ``.csv``/``.parquet`` with a feature table and a label
+    column ``label_column``. Images (n, h, w[, c]) are flattened to rows.
+
+    Tabular options (the GCA paper's preprocessing, spec gca.md §2): ``categorical="integer"``
+    integer-codes non-numeric feature columns (a missing "?" is its own category; default
+    ``"reject"`` refuses them); ``max_abs_correlation=0.6`` drops columns by
+    :func:`correlation_filter` (computed on the whole file: the loader does not know the split);
+    ``column_names`` names the columns of a header-less CSV (e.g. UCI's adult.data). String labels
+    are coded after stripping spaces and a trailing "." (adult.test writes ">50K."). ``features="unit"``
+    maps pixel values 0…255 to [0, 1]."""
     from veilbench.datasets.idx import from_keras_layout, read_idx_folder
 
     if not path:
@@ -126,6 +187,7 @@ def load_file(path: str | os.PathLike | None = None, label_column: str = "label"
     p = Path(path)
     if p.is_dir():
         X, y = read_idx_folder(p)
+        X = scale_features(X.astype(float), features, p.name)
         return _validated(p.name, X, y, f"user IDX folder {p.name}", source=str(p))
     if not p.is_file():
         raise ValidationError(f"path: file not found: {p}")
@@ -141,6 +203,8 @@ def load_file(path: str | os.PathLike | None = None, label_column: str = "label"
                                   f"y_test); missing {sorted({'X', 'y'} - set(arrays))}, found {sorted(arrays)}")
         if X.ndim > 2:
             X = X.reshape(X.shape[0], int(np.prod(X.shape[1:])))
+        if features != "raw":
+            X = scale_features(check_array(X, f"{p.stem}.X", ndim=2, min_rows=2), features, p.stem)
         return _validated(p.stem, X, y, f"user file {p.name}", source=str(p))
     if suffix in (".csv", ".parquet"):
         import pandas as pd
@@ -148,23 +212,14 @@ def load_file(path: str | os.PathLike | None = None, label_column: str = "label"
         if suffix == ".csv":
             _check_csv_header(p)
         try:
-            df = pd.read_csv(p) if suffix == ".csv" else pd.read_parquet(p)
+            if suffix == ".csv":
+                df = pd.read_csv(p, header=None if column_names else "infer", names=column_names,
+                                 skipinitialspace=True, comment="|" if column_names else None)
+            else:
+                df = pd.read_parquet(p)
         except Exception as exc:  # pandas raises many types for malformed files
             raise ValidationError(f"{p}: cannot be read as {suffix} ({type(exc).__name__}: {exc})") from None
-        if df.empty:
-            raise ValidationError(f"{p}: file holds no rows")
-        if label_column not in df.columns:
-            raise ValidationError(f"label_column: {label_column!r} is not a column of {p} (columns: {list(df.columns)[:10]})")
-        y = df[label_column].to_numpy()
-        feats = df.drop(columns=[label_column])
-        import pandas.api.types as ptypes
-
-        non_numeric = [c for c in feats.columns if not ptypes.is_numeric_dtype(feats[c].dtype)]
-        if non_numeric:
-            raise ValidationError(f"{p}: feature columns must be numeric; non-numeric: {non_numeric[:5]}")
-        if getattr(y.dtype, "kind", "O") not in "iuf":
-            _, y = np.unique(y.astype(str), return_inverse=True)
-        return _validated(p.stem, feats.to_numpy(dtype=float), y, f"user file {p.name}", source=str(p))
+        return _tabular(p, df, label_column, categorical, max_abs_correlation, features)
     raise ValidationError(f"path: unsupported file type {suffix!r}; use .npz, .csv or .parquet")
 
 
@@ -231,28 +286,63 @@ def load_text_file(
     return _text_dataset(p.stem, texts, y, f"user text file {p.name}", source=str(p))
 
 
-def _public(name: str, openml_name: str, shape_hint: str) -> Callable[..., Dataset]:
-    def load(path: str | None = None, data_home: str | None = None, **_: Any) -> Dataset:
+#: folders where a system package installs a public data set (Debian's ``dataset-fashion-mnist``,
+#: installed by ``make data``), searched after ``data/raw/``
+SYSTEM_DIRS: dict[str, tuple[Path, ...]] = {
+    "fashion_mnist": (Path("/usr/share/datasets/fashion-mnist"),),
+}
+#: how to install each public data set, named in the error when no file is found
+INSTALL_HINTS: dict[str, str] = {
+    "fashion_mnist": "run `make data` (installs Debian's dataset-fashion-mnist into /usr/share/datasets/fashion-mnist)",
+}
+
+
+def _data_roots() -> list[Path]:
+    """Folders whose ``data/raw/`` is searched: ``$DVC_ROOT``, ``$VEILBENCH_ROOT``, the CWD (in order)."""
+    roots = [os.environ.get("DVC_ROOT"), os.environ.get("VEILBENCH_ROOT"), "."]
+    out: list[Path] = []
+    for r in roots:
+        if r and Path(r).resolve() not in out:
+            out.append(Path(r).resolve())
+    return out
+
+
+def scale_features(X: np.ndarray, features: str, name: str) -> np.ndarray:
+    """``features="raw"``: X unchanged; ``"unit"``: pixel intensities 0…255 mapped to X/255 ∈ [0, 1]
+    (the anchor-noise paper's pixels/255 input). ``unit`` rejects values outside [0, 255]."""
+    if features == "raw":
+        return X
+    if features != "unit":
+        raise ValidationError(f"features: must be 'raw' or 'unit' (pixels/255), got {features!r}")
+    if X.size and (X.min() < 0 or X.max() > 255):
+        raise ValidationError(f"features: 'unit' expects pixel values in [0, 255]; {name} has values in "
+                              f"[{X.min():g}, {X.max():g}]")
+    return X / 255.0
+
+
+def _public(name: str, shape_hint: str) -> Callable[..., Dataset]:
+    def load(path: str | None = None, features: str = "raw", system_dirs: list[str] | None = None,
+             **_: Any) -> Dataset:
         candidates = [Path(path)] if path else []
-        raw = Path(os.environ.get("DVC_ROOT", ".")) / "data" / "raw"
-        candidates += [raw / f"{name}.npz", raw / name]  # an .npz, or a folder of IDX files
+        for root in _data_roots():
+            raw = root / "data" / "raw"
+            candidates += [raw / f"{name}.npz", raw / name]  # an .npz, or a folder of IDX files
+        candidates += [Path(d) for d in system_dirs] if system_dirs is not None else list(SYSTEM_DIRS.get(name, ()))
         for c in candidates:
             if c.is_file() or c.is_dir():
                 ds = load_file(c)
-                return Dataset(name, ds.X, ds.y, f"{name} from {c}", {"source": str(c)})
-        try:
-            from sklearn.datasets import fetch_openml
-
-            bunch = fetch_openml(openml_name, version=1, as_frame=False, data_home=data_home, parser="liac-arff")
-        except Exception as exc:  # no network, or OpenML unavailable
-            raise ValidationError(
-                f"{name}: not available offline and the download failed ({type(exc).__name__}). "
-                f"Provide the data as an .npz with arrays X ({shape_hint}) and y (labels) at "
-                f"data/raw/{name}.npz (or Keras' x_train/y_train/x_test/y_test, or the IDX files in "
-                f"data/raw/{name}/), or pass path=<file.npz or folder>."
-            ) from None
-        _, y = np.unique(bunch.target, return_inverse=True)
-        return _validated(name, bunch.data, y, f"{name} from OpenML", source="openml")
+                X = scale_features(ds.X, features, name)
+                return Dataset(name, X, ds.y, f"{name} from {c}", {"source": str(c), "features": features})
+        if path:
+            raise ValidationError(f"path: file not found: {path}")
+        hint = INSTALL_HINTS.get(name, "")
+        raise ValidationError(
+            f"{name}: no local copy found (nothing is downloaded at run time). "
+            + (f"To install it, {hint}; or " if hint else "")
+            + f"provide the data as an .npz with arrays X ({shape_hint}) and y (labels) at "
+            f"data/raw/{name}.npz (or Keras' x_train/y_train/x_test/y_test, or the four IDX files in "
+            f"data/raw/{name}/), or pass path=<file.npz or folder>. Searched: {', '.join(str(c) for c in candidates)}"
+        )
 
     return load
 
@@ -268,9 +358,10 @@ DATASETS: dict[str, tuple[Callable[..., Dataset], str, str]] = {
     "paraphrases": (paraphrases, "embedded", "paraphrase corpus, 48 sentences in 12 meaning groups (text)"),
     "file": (load_file, "user", "your .npz (X, y) or .csv/.parquet with a label column"),
     "text_file": (load_text_file, "user", "your .csv/.parquet with a text column and a label column"),
-    "mnist": (_public("mnist", "mnist_784", "70000 × 784"), "public", "MNIST (local .npz or OpenML download)"),
-    "fashion_mnist": (_public("fashion_mnist", "Fashion-MNIST", "70000 × 784"), "public", "Fashion-MNIST (local .npz or OpenML)"),
-    "cifar10": (_public("cifar10", "CIFAR_10", "60000 × 3072"), "public", "CIFAR-10 (local .npz or OpenML)"),
+    "mnist": (_public("mnist", "70000 × 784"), "public", "MNIST (your .npz or IDX folder in data/raw/mnist[.npz])"),
+    "fashion_mnist": (_public("fashion_mnist", "70000 × 784"), "public",
+                      "Fashion-MNIST (data/raw/fashion_mnist[.npz], else Debian's dataset-fashion-mnist: `make data`)"),
+    "cifar10": (_public("cifar10", "60000 × 3072"), "public", "CIFAR-10 (your .npz in data/raw/cifar10.npz)"),
 }
 
 

@@ -1,0 +1,58 @@
+"""params.paper.yaml: the papers' settings validate, stay apart from the default run's sweeps, and
+hold the settings the families' specs name (a typo in a paper value fails here)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from veilbench.config import load_config
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_paper_params_validate_and_do_not_collide_with_the_default_run() -> None:
+    paper = load_config(ROOT / "params.paper.yaml")
+    default = load_config(ROOT / "params.yaml")
+    assert all(name.startswith("paper-") for name in paper.sweeps)
+    assert not set(paper.sweeps) & set(default.sweeps)
+    assert {ds.source for ds in paper.datasets.values()} == {"fashion_mnist"}
+
+
+def test_paper_params_hold_each_familys_paper_setting() -> None:
+    cfg = load_config(ROOT / "params.paper.yaml")
+    gca = [s for n, s in cfg.sweeps.items() if s.family == "gca"]
+    pairs = {(s.seeds[0], s.params["normal_classes"][0], s.params["anomaly_classes"][0]) for s in gca}
+    assert pairs == {(100, 2, 8), (200, 0, 4), (300, 9, 5)}
+    for s in gca:
+        cells = s.expand().values()
+        assert {c["method"] for c in cells} == {"gca", "single", "centralized", "fedavg", "fedprox", "fednova", "dpfedavg"}
+        assert {c["selection"] for c in cells} == {"paper", "matched"}
+        assert all(c["rounds"] == 100 and c["n_clients"] == 20 and c["upload_fraction"] == 0.1
+                   and c["n_clusters"] == 10 for c in cells)
+    anchors = [c["n_anchor"] for c in cfg.sweeps["paper-dc-fmnist-anchors"].expand().values()]
+    assert min(anchors) == 1000 and max(anchors) == 20000
+    rq4 = cfg.sweeps["paper-dc-fmnist-rq4"]
+    assert len(rq4.seeds) == 30 and {c["d_tilde"] for c in rq4.expand().values()} == {4, 16, 64}
+    assert cfg.embeddings[cfg.sweeps["paper-anchornoise-fmnist-v"].embedding].dim == 50
+    assert cfg.datasets[cfg.embeddings["fmnist-pca50"].dataset].options == {"features": "unit"}
+    risk = cfg.sweeps["paper-scoreshield-fmnist-risk"].expand().values()
+    assert max(c["n_records"] for c in risk) == 2000
+
+
+def test_reduced_params_keep_one_cell_and_one_seed_per_family_with_the_stated_reductions(tmp_path) -> None:
+    import yaml
+
+    from tasks.paper_reduced import REDUCED, reduced_params
+
+    paper = yaml.safe_load((ROOT / "params.paper.yaml").read_text())
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(reduced_params(paper), sort_keys=False, allow_unicode=True))
+    cfg = load_config(path)
+    assert sorted(s.family for s in cfg.sweeps.values()) == sorted(REDUCED)
+    for family, (sweep, cell, reductions) in REDUCED.items():
+        reduced = cfg.sweeps[f"{sweep}-reduced"]
+        (only,) = reduced.expand().values()
+        assert len(reduced.seeds) == 1 and reduced.seeds[0] == paper["sweeps"][sweep]["seeds"][0]
+        assert {**cell, **reductions}.items() <= only.items()
+        untouched = {k: v for k, v in paper["sweeps"][sweep].get("params", {}).items() if k not in reductions}
+        assert untouched.items() <= only.items(), family
