@@ -54,9 +54,10 @@ KNOWN_MUTANTS: list[dict[str, str]] = [
     {"name": "NKI graph term with a minus sign", "module": "veilbench/dc/kernel.py",
      "find": "m = m / np.trace(m) + self.mu * b / np.trace(b)",
      "replace": "m = m / np.trace(m) - self.mu * b / np.trace(b)"},
-    {"name": "GCA always uses uniform centroid weights", "module": "veilbench/gca/gca.py",
-     "find": 'weight_fn = inverse_count_weights if cfg.weighting == "inverse" else uniform_weights',
-     "replace": "weight_fn = uniform_weights"},
+    {"name": "GCA always uses uniform centroid weights", "module": "veilbench/gca/clustering.py",
+     "find": 'if weighting == "inverse":\n        return inverse_count_weights(counts)',
+     "replace": 'if weighting == "inverse":\n        return uniform_weights(counts)',
+     "tests": ["tests/gca/test_weighting.py", "tests/gca/test_simulator.py"]},
 ]
 """Survivors of earlier runs that a test must now kill: applied by hand (exact text replacement) and
 checked against the module's tests (``tests`` of the target, plus ``extra_tests`` if given)."""
@@ -191,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         ordered = [rows[m] for m in TARGETS if m in rows]
         args.out.write_text(json.dumps(ordered, indent=2) + "\n")
-    known = [check_known(k, TARGETS[k["module"]] + args.known_tests) for k in KNOWN_MUTANTS
+    known = [check_known(k, (k.get("tests") or TARGETS[k["module"]]) + args.known_tests) for k in KNOWN_MUTANTS
              if not args.only or k["module"] in args.only]
     known_out = args.out.with_name(args.out.stem + "_known.json")
     previous_known = json.loads(known_out.read_text()) if known_out.exists() and args.only else []

@@ -86,32 +86,11 @@ def run(
     `dvc repro`, without a Python start-up per stage. Progress: a live display on a terminal
     (stages, cells computed/reused, elapsed, ETA), one line per finished stage otherwise; library
     warnings go to reports/run.log (counted on screen); Ctrl-C stops within a few seconds."""
-    if stage is not None and stage not in STAGES:
-        console.print(f"[red]error:[/red] {escape(f'--stage must be one of {STAGES}, got {stage!r}')}")
-        raise typer.Exit(2)
-    if params is not None and not no_dvc:
-        console.print("[red]error:[/red] --params: only with --no-dvc (DVC stages read params.yaml at the repo root)")
-        raise typer.Exit(2)
-    if (workers > 1 or dask_address) and not no_dvc:
-        console.print("[red]error:[/red] --workers/--dask-address: only with --no-dvc (cells fanned out by flows.benchmark)")
-        raise typer.Exit(2)
+    _check_run_options(stage, params, no_dvc, workers, dask_address)
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")  # flow/task INFO lines would drown the progress
     os.environ.setdefault("TQDM_DISABLE", "1")  # libraries' own bars (model weights loading) likewise
     root = _root()
-    if not no_dvc and not (root / ".dvc").is_dir():
-        from veilbench.validation import UsageError
-
-        raise UsageError(f"{root}: not a DVC repository (no .dvc folder); run veilbench in the project folder "
-                         f"(or set VEILBENCH_ROOT to it), or use --no-dvc")
-    _validate(params)
-    from tasks.common import snapshot_params
-
-    os.environ.update(snapshot_params(params or root / "params.yaml"))  # stages refuse a file edited mid-run
-    if not no_dvc:
-        from tasks.sources import invalidate_replaced_sources
-
-        for dataset in invalidate_replaced_sources(root):
-            console.print(f"datasets.{dataset}: its data file changed since it was prepared; preparing it again")
+    _prepare_run(root, params, no_dvc)
     from flows.interrupt import Interrupt
     from tasks.progress import captured_warnings
 
@@ -136,6 +115,40 @@ def run(
     if "progress" in shown:
         console.print(shown["progress"].summary())
     console.print(f"done: see {root / 'reports' / 'index.md'} (or index.html)")
+
+
+def _check_run_options(stage: str | None, params: Path | None, no_dvc: bool, workers: int,
+                       dask_address: str | None) -> None:
+    """Exit 2 with one line for option combinations ``run`` does not accept."""
+    problem = None
+    if stage is not None and stage not in STAGES:
+        problem = f"--stage must be one of {STAGES}, got {stage!r}"
+    elif params is not None and not no_dvc:
+        problem = "--params: only with --no-dvc (DVC stages read params.yaml at the repo root)"
+    elif (workers > 1 or dask_address) and not no_dvc:
+        problem = "--workers/--dask-address: only with --no-dvc (cells fanned out by flows.benchmark)"
+    if problem is not None:
+        console.print(f"[red]error:[/red] {escape(problem)}")
+        raise typer.Exit(2)
+
+
+def _prepare_run(root: Path, params: Path | None, no_dvc: bool) -> None:
+    """Before anything starts: a DVC project (unless ``no_dvc``), valid params, the params snapshot
+    every stage checks, and prepared outputs of replaced user data files removed (so DVC reruns them)."""
+    if not no_dvc and not (root / ".dvc").is_dir():
+        from veilbench.validation import UsageError
+
+        raise UsageError(f"{root}: not a DVC repository (no .dvc folder); run veilbench in the project folder "
+                         f"(or set VEILBENCH_ROOT to it), or use --no-dvc")
+    _validate(params)
+    from tasks.common import snapshot_params
+
+    os.environ.update(snapshot_params(params or root / "params.yaml"))  # stages refuse a file edited mid-run
+    if not no_dvc:
+        from tasks.sources import invalidate_replaced_sources
+
+        for dataset in invalidate_replaced_sources(root):
+            console.print(f"datasets.{dataset}: its data file changed since it was prepared; preparing it again")
 
 
 def _run_pipeline(root: Path, stage: str | None, per_stage_processes: bool, no_dvc: bool, force: bool,

@@ -321,7 +321,7 @@ CLI_CASES: list[tuple[str, list[str], tuple[str, ...]]] = [
     ("unknown-stage", ["run", "--stage", "bogus"], ("--stage must be one of", "bogus")),
     ("unknown-command", ["frobnicate"], ("No such command", "frobnicate")),
     ("unknown-option", ["validate", "--nope"], ("No such option", "--nope")),
-    ("compare-without-experiment", ["compare"], ("Missing option", "--experiment")),
+    ("compare-without-experiment", ["compare"], ("give sides to compare", "-e EXPERIMENT")),
     ("compare-unknown-experiment", ["compare", "-e", "no-such-experiment"], ("no-such-experiment",)),
     ("params-is-a-folder", ["validate", "--params", "data"], ("file not found", "data")),
     ("run-with-bad-params", ["run", "--no-dvc", "--params", "BAD"], ("delta", "less than 1")),
