@@ -19,6 +19,7 @@ import numpy as np
 
 from tasks.common import load_params
 from tasks.paths import repo_root
+from tasks.prepare import loader_options
 from veilbench.io import atomic_write_text
 from veilbench.validation import ValidationError
 
@@ -35,14 +36,7 @@ def export_nodes(dataset: str, nodes: int, out: Path, params_path: str | Path | 
         raise ValidationError(f"input_source: must be 'prepare_minmax' or 'prepare_standardize', got {input_source!r}")
     root = root or repo_root()
     cfg = load_params(params_path, root)
-    if dataset not in cfg.datasets:
-        raise ValidationError(f"dataset: {dataset!r} is not in params datasets ({sorted(cfg.datasets)})")
-    dcfg = cfg.datasets[dataset]
-    options = dict(dcfg.options)
-    if options.get("path") and not Path(options["path"]).is_absolute():
-        options["path"] = str(root / options["path"])
-    if dcfg.source in ("gaussian_mixture", "low_rank", "adult_like"):
-        options.setdefault("seed", cfg.seed)
+    dcfg, options = loader_options(cfg, dataset, root)
     prepared = prepare_dataset(load_dataset(dcfg.source, **options), test_size=dcfg.test_size, n_parties=dcfg.n_parties,
                                scheme=dcfg.scheme, alpha=dcfg.alpha, max_records=dcfg.max_records, seed=cfg.seed)
     data = build_federation({"prepare": prepared.arrays()}, spec_kind="mlp", input_source=input_source,

@@ -9,28 +9,36 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 from tasks.common import as_task, load_params
 from tasks.paths import prepare_dir, repo_root
+from tasks.sources import source_digest
 from tasks.tracking import stage_run
 from veilbench.datasets import load_dataset, prepare_dataset
-from tasks.sources import source_digest
 from veilbench.io import write_bundle
-from veilbench.validation import UsageError
+from veilbench.validation import ValidationError
 
 
-def prepare(dataset: str, params_path: str | Path | None = None, root: Path | None = None) -> Path:
-    """Write ``data/prepare/<dataset>/`` for the dataset section ``datasets.<dataset>``."""
-    root = root or repo_root()
-    cfg = load_params(params_path, root)
+def loader_options(cfg: Any, dataset: str, root: Path) -> tuple[Any, dict[str, Any]]:
+    """(the ``datasets.<dataset>`` section, its loader options): user paths made absolute against
+    ``root``, and the run seed given to the generated sources that take one."""
     if dataset not in cfg.datasets:
-        raise UsageError(f"dataset: {dataset!r} is not in params datasets ({sorted(cfg.datasets)})")
+        raise ValidationError(f"dataset: {dataset!r} is not in params datasets ({sorted(cfg.datasets)})")
     dcfg = cfg.datasets[dataset]
     options = dict(dcfg.options)
     if options.get("path") and not Path(options["path"]).is_absolute():
         options["path"] = str(root / options["path"])  # user paths are relative to the repo root
     if dcfg.source in ("gaussian_mixture", "low_rank", "adult_like"):
         options.setdefault("seed", cfg.seed)
+    return dcfg, options
+
+
+def prepare(dataset: str, params_path: str | Path | None = None, root: Path | None = None) -> Path:
+    """Write ``data/prepare/<dataset>/`` for the dataset section ``datasets.<dataset>``."""
+    root = root or repo_root()
+    cfg = load_params(params_path, root)
+    dcfg, options = loader_options(cfg, dataset, root)
     params = {"dataset": dataset, "seed": cfg.seed, **dcfg.model_dump()}
     if options.get("path") and Path(options["path"]).exists():
         params["source_sha256"] = source_digest(Path(options["path"]))
