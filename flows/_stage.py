@@ -37,13 +37,13 @@ def cell_threads() -> int:
 
 @contextmanager
 def single_threaded_blas(threads: int) -> Iterator[None]:
-    """With cells running ``threads`` at a time, give each one BLAS/OpenMP thread and one torch
-    intra-op thread (else two cells with two threads each oversubscribe two cores). The library never sets thread counts; this is the pipeline's one place that does. Torch's
-    count is process-wide and read by each worker thread on its first parallel operation, so it is
-    set here, before any cell runs, and restored afterwards."""
-    if threads <= 1:
-        yield
-        return
+    """Run cells with one BLAS/OpenMP thread and one torch intra-op thread each, however many cells
+    (``threads``) run at once: two cells with two threads each would oversubscribe two cores, and
+    torch's reductions sum in an order that depends on its thread count, so one thread per cell also
+    makes a cell's bits independent of ``VEILBENCH_CELL_THREADS``. The library never sets thread
+    counts; this is the pipeline's one place that does. Torch's count is process-wide and read by each
+    worker thread on its first parallel operation, so it is set here, before any cell runs, and
+    restored afterwards."""
     import torch
     from threadpoolctl import threadpool_limits
 

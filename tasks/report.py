@@ -367,7 +367,7 @@ def claims_section(cfg: Config, rows: list[dict[str, Any]], split_spread: dict[s
         verdict_txt = "trivial (accounting identity)" if c.kind == "accounting_identity" and v.verdict == "trivial" else v.verdict
         reason = f"{v.reason}: {_ref_name(df_ref)}" if df_ref is not None and v.verdict != "held" else v.reason
         why = "" if v.verdict == "held" else "; ".join(x for x in (reason, c.why_not if v.verdict != "trivial" else "") if x)
-        md.append([c.family, c.claim, c.source, c.paper, ours_txt, cmp, df_txt, test, verdict_txt, why])
+        md.append([c.family, c.claim, c.paper, ours_txt, cmp, df_txt, f"{verdict_txt} ({test})", why])  # source: claims.csv
         records.append({
             "family": c.family, "claim": c.claim, "kind": c.kind.replace("_", " "), "source": c.source, "paper": c.paper,
             "ours_ref": _ref_name(c.ours), "ours": None if ours is None else ours.mean, "op": c.op, "factor": c.factor,
@@ -390,8 +390,8 @@ def claims_section(cfg: Config, rows: list[dict[str, Any]], split_spread: dict[s
              "data puts in ours' place (← marks the one that decided): when one satisfies the claim too, the claim "
              "is *trivial*, and while one's own test is inconclusive or it has not run, the claim is inconclusive. An accounting identity is "
              "true by construction of a formula and is labelled so, not measured. The rule: `tasks/verdicts.py`.", "",
-             _markdown(["family", "claim", "source", "paper (the paper's number)", "ours", "claim: ours", "data-free",
-                        "test: d = ours − factor·than", "verdict", "why not"], md),
+             _markdown(["family", "claim", "paper (the paper's number)", "ours", "claim: ours", "data-free",
+                        "verdict (test: d = ours − factor·than)", "why not"], md),
              "Machine-readable: `tables/claims.csv`.", "", *split_spread_lines(split_spread, cfg.seed)]
     return lines, records
 

@@ -51,6 +51,10 @@ def run_cell(family: str, inputs: dict, seed: int) -> dict[str, float]:
     """The ``evaluate`` metrics of one cell of ``family`` with :data:`CELLS` options."""
     module = importlib.import_module(f"veilbench.{family}.family")
     params = module.Params(**CELLS[family])
+    if family == "gca":  # one torch intra-op thread, as the pipeline runs every cell (flows._stage.single_threaded_blas)
+        import torch
+
+        torch.set_num_threads(1)
     feed = dict(inputs)
     out = None
     for stage in STAGES:
