@@ -6,6 +6,8 @@ PREFECT_HOME in a temporary folder (never the user's), a generous server start-u
 
 from __future__ import annotations
 
+import tasks  # noqa: F401,I001 - first: pins the CPU code paths before numpy/torch load (tasks.numerics), as every stage process does
+
 import os
 import shutil
 import tempfile

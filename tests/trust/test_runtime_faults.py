@@ -223,8 +223,8 @@ def test_sigkill_of_veilbench_run_leaves_no_server(tmp_path: Path) -> None:
     proc = subprocess.Popen([sys.executable, "-m", "flows.cli", "run"], cwd=root, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     try:
-        for line in proc.stdout:  # the server answered once a stage starts
-            if line.startswith("Running stage"):
+        for line in proc.stdout:  # the server answered once a stage has run ("[k/n] <stage> …" lines)
+            if line.startswith("["):
                 break
         assert _processes_of(root), "the run's server was not found"
         proc.send_signal(signal.SIGKILL)
