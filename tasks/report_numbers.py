@@ -8,7 +8,9 @@ Each metric has a *kind*, decided from its name (:func:`metric_kind`):
 * ``flag``: a yes/no per seed (``gpm_converged``, ``privacy_audit_flagged``, …). Shown as a count
   ``k of n`` with ``k = round(m · n)``; never as a mean with an interval.
 * ``unit``: a proportion or score in [0, 1] (accuracies, ROC AUC, rates, recall, mAP, p-values).
-* ``signed``: a score in [−1, 1] (attacker advantage, Spearman ρ, adjusted Rand index).
+* ``signed``: a score in [−1, 1] (Spearman ρ, adjusted Rand index).
+* ``advantage``: an attacker's advantage over its control, at most 1 (a perfect attacker) and
+  unbounded below (an attacker worse than its control).
 * ``real``: anything else (errors, ε, iteration counts), shown as ``m ± h``.
 
 For a bounded kind with range [a, b] the interval shown is the t interval clipped to the range,
@@ -26,7 +28,7 @@ import math
 import re
 from typing import Any, Literal
 
-Kind = Literal["flag", "unit", "signed", "real"]
+Kind = Literal["flag", "unit", "signed", "advantage", "real"]
 
 #: name suffixes of per-seed yes/no outcomes
 FLAG_SUFFIXES = ("_converged", "_certified", "_flagged", "_decidable", "_held", "_reached", "_valid")
@@ -34,9 +36,10 @@ FLAG_SUFFIXES = ("_converged", "_certified", "_flagged", "_decidable", "_held", 
 UNIT_TOKENS = {"accuracy", "auc", "recall", "map", "precision", "rate", "chance", "pvalue", "fraction", "nmi",
                "ndcg", "eer", "linkage", "tar", "f1", "statistic"}
 #: name tokens of metrics in [−1, 1]
-SIGNED_TOKENS = {"advantage", "spearman", "ari", "correlation", "kappa"}
+SIGNED_TOKENS = {"spearman", "ari", "correlation", "kappa"}
 
-RANGES: dict[str, tuple[float, float]] = {"flag": (0.0, 1.0), "unit": (0.0, 1.0), "signed": (-1.0, 1.0)}
+RANGES: dict[str, tuple[float, float]] = {"flag": (0.0, 1.0), "unit": (0.0, 1.0), "signed": (-1.0, 1.0),
+                                         "advantage": (-math.inf, 1.0)}
 
 
 def metric_kind(name: str) -> Kind:
@@ -45,8 +48,10 @@ def metric_kind(name: str) -> Kind:
     if name.endswith(FLAG_SUFFIXES):
         return "flag"
     tokens = set(re.split(r"[_\-]", name.lower()))
-    if tokens & {"rows", "pairs", "mse", "error", "rmse", "iterations", "epsilon", "mib", "sq", "seconds"}:
+    if tokens & {"rows", "pairs", "mse", "error", "rmse", "iterations", "epsilon", "mib", "sq", "seconds", "round", "rounds"}:
         return "real"
+    if "advantage" in tokens:
+        return "advantage"
     if tokens & SIGNED_TOKENS:
         return "signed"
     if tokens & UNIT_TOKENS:
@@ -176,7 +181,7 @@ def describe(name: str) -> str:
     else:
         text = name.replace("_", " ")
     unit = {"flag": "shown as seeds where it held, 'k of n'", "unit": "in [0, 1]", "signed": "in [−1, 1]",
-            "real": "mean ± 95% t half-width"}[kind]
+            "advantage": "at most 1", "real": "mean ± 95% t half-width"}[kind]
     return f"{text} ({unit})"
 
 

@@ -117,7 +117,9 @@ def test_interval_formatting_clips_counts_and_follows_the_interval() -> None:
     assert interval("privacy_delta_cos", {"mean": 0.99, "ci95": 0.05}) == (0.99, 0.94, 1.04), "unbounded: no clip"
     assert fmt_stats("utility_accuracy", {"mean": 0.9714, "ci95": 0.0025, "n": 3}) == "0.971 [0.969, 0.974]"
     assert fmt_stats("utility_accuracy", {"mean": 0.98, "ci95": 0.3, "n": 3}) == "1.0 [0.7, 1.0]"
-    assert fmt_stats("xfam_linkage_advantage", {"mean": -0.9, "ci95": 0.3, "n": 3}) == "-0.9 [-1.0, -0.6]"
+    # an advantage is at most 1 (a perfect attacker) and unbounded below (worse than its control)
+    assert fmt_stats("xfam_linkage_advantage", {"mean": -0.9, "ci95": 0.3, "n": 3}) == "-0.9 [-1.2, -0.6]"
+    assert fmt_stats("xfam_linkage_advantage", {"mean": 0.9, "ci95": 0.3, "n": 3}) == "0.9 [0.6, 1.0]"
     assert fmt_stats("gpm_iterations", {"mean": 73.0, "ci95": 59.0, "n": 3}) == "70 ± 60"
     assert fmt_stats("gpm_iterations", {"mean": 98.67, "ci95": 15.2, "n": 3}) == "99 ± 15"
     assert fmt_stats("utility_accuracy", {"mean": 0.5, "ci95": 0.0, "n": 1}) == "0.5"
