@@ -23,7 +23,15 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from tests.trust.conftest import SWEEP, trust_params, tree_digest, valid_user_arrays, with_user_path, write_params
+from tests.trust.conftest import (
+    SWEEP,
+    tree_digest,
+    trust_params,
+    valid_user_arrays,
+    with_user_path,
+    write_params,
+)
+from tests.trust.test_bad_inputs import _set
 from veilbench.config import ConfigError
 from veilbench.validation import UsageError, ValidationError
 
@@ -89,17 +97,6 @@ def _dataset_named_no(params: dict) -> bytes:
 
 def _huge(params: dict) -> bytes:
     return (_dump(params) + "# " + "x" * (1 << 20) + "\n").encode()
-
-
-def _set(path: str, value: object) -> Callable[[dict], None]:
-    def mutate(params: dict) -> None:
-        node = params
-        *parents, leaf = path.split(".")
-        for key in parents:
-            node = node[key]
-        node[leaf] = value
-
-    return mutate
 
 
 def _rename_sweep(new: str) -> Callable[[dict], None]:
