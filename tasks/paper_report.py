@@ -18,6 +18,8 @@ from typing import Any
 
 import yaml
 
+from tasks.report_numbers import fmt_stats
+
 #: family → (what the paper reports, the metrics of ours to show beside it)
 PAPER: dict[str, tuple[str, list[str]]] = {
     "gca": ("GCA paper Table 6, FMNIST, IID, accuracy % (mean ± std over the 3 class pairs): GCA 78.61 ± 5.06, "
@@ -43,10 +45,6 @@ def _reduction_factor(family: str, paper_cell: dict[str, Any], reductions: dict[
         cut = reductions["rounds"] * (reductions["recon_epochs"] + reductions["align_epochs"])
         return full / cut
     return 1.0
-
-
-def _fmt(stat: dict[str, Any]) -> str:
-    return f"{stat['mean']:.4g}" + (f" ± {stat['ci95']:.2g}" if stat.get("n", 1) > 1 else "")
 
 
 def build(roots: list[Path], paper_params: Path) -> str:
@@ -107,7 +105,7 @@ def build(roots: list[Path], paper_params: Path) -> str:
         summary = json.loads(cells[0].read_text())["summary"]
         shown = [m for m in metrics if m in summary] or [
             m for m in sorted(summary) if m.startswith(("utility_", "privacy_", "attack_"))][:12]
-        lines += ["| metric | ours (reduced) |", "|---|---|"] + [f"| {m} | {_fmt(summary[m])} |" for m in shown]
+        lines += ["| metric | ours (reduced) |", "|---|---|"] + [f"| {m} | {fmt_stats(m, summary[m])} |" for m in shown]
         lines += [""]
     lines += ["## Deviations kept in the full run", "",
               "See the header of params.paper.yaml: prepare's seeded stratified split instead of the provided "

@@ -43,16 +43,30 @@ from typing import Any
 
 from tasks.common import as_task, load_params
 from tasks.paths import repo_root, sweep_dir, sweep_report_dir
-from tasks.report_figures import PALETTE, REFERENCE_STYLE, colour, legend_outside, marker
-from tasks.report_figures import save_figure as save_figure  # re-exported: tasks.crossfamily_report uses it
+from tasks.report_figures import (
+    PALETTE,
+    REFERENCE_STYLE,
+    colour,
+    legend_outside,
+    marker,
+)
+from tasks.report_figures import (
+    save_figure as save_figure,  # re-exported: tasks.crossfamily_report uses it
+)
 from tasks.report_numbers import error_bars, fmt_stats, glossary
 from tasks.report_tables import markdown_table as _markdown
 from tasks.tracking import stage_run
-from tasks.verdicts import (ALPHA, Estimate, claim_p_value, data_free_digest, data_free_section, judge_claim,
-                            split_spread_lines)
+from tasks.verdicts import (
+    ALPHA,
+    Estimate,
+    claim_p_value,
+    data_free_digest,
+    data_free_section,
+    judge_claim,
+    split_spread_lines,
+)
 from veilbench.config import Config, FrontierConfig, FrontierRef, MetricRef
 from veilbench.io import atomic_write_text, read_json, write_json
-
 
 
 def load_cell_metrics(cfg: Config, root: Path) -> list[dict[str, Any]]:
@@ -69,13 +83,6 @@ def load_cell_metrics(cfg: Config, root: Path) -> list[dict[str, Any]]:
                              "method": rec["method"], "params": rec["params"]["family_params"], "summary": rec["summary"],
                              "per_seed": rec.get("per_seed", {})})
     return rows
-
-
-def _fmt(stats: dict[str, float]) -> str:
-    mean, ci = stats["mean"], stats["ci95"]
-    if not math.isfinite(mean):
-        return str(mean)
-    return f"{mean:.4g} ± {ci:.2g}" if stats.get("n", 1) > 1 else f"{mean:.4g}"
 
 
 def family_table(rows: list[dict[str, Any]], only: list[str] | None = None) -> tuple[list[str], list[list[str]], list[dict[str, Any]]]:
@@ -488,9 +495,8 @@ def report(params_path: str | Path | None = None, root: Path | None = None) -> P
     """Build ``reports/index.md`` (summary first: one short answer per family, then the cross-family
     view, the paper-vs-ours table, the ledger and a glossary), ``reports/<family>.md`` (details),
     tables, figures and ``reports/index.html``."""
-    from veilbench.families import FAMILY_MODULES
-
     from tasks.report_family import summary_section
+    from veilbench.families import FAMILY_MODULES
 
     root = root or repo_root()
     cfg = load_params(params_path, root)
