@@ -38,13 +38,14 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from tasks.common import as_task, load_params
 from tasks.paths import repo_root, sweep_dir, sweep_report_dir
 from tasks.report_figures import (
-    PALETTE,
+    METRIC_REFERENCE_GREYS,
     REFERENCE_STYLE,
     colour,
     legend_outside,
@@ -127,7 +128,12 @@ def _group_name(params: dict[str, Any], group_by: str | list[str], fallback: str
 
 
 def frontier_points(rows: list[dict[str, Any]], fr: FrontierConfig) -> list[dict[str, Any]]:
-    """The (x, y) points of one frontier; ``x`` is None for reference cells without the x value."""
+    """The (x, y) points of one frontier. ``reference`` marks the cells drawn dashed: those of
+    ``reference_groups``, the family's data-free cells (``data_free``: ``DATA_FREE`` of the family
+    module) and cells without the x value. A reference keeps its x only when x is a cell option
+    (``param:<name>``, e.g. a data-free release run at each ε); otherwise ``x`` is None."""
+    from tasks.report_references import is_data_free_cell
+
     pts = []
     for r in rows:
         if r["family"] != fr.family or (fr.sweeps and r["sweep"] not in fr.sweeps):
@@ -136,19 +142,22 @@ def frontier_points(rows: list[dict[str, Any]], fr: FrontierConfig) -> list[dict
         if y is None:
             continue
         group = _group_name(r["params"], fr.group_by, str(r.get("method", r["cell"])))
-        x = None if group in fr.reference_groups else _value(r, fr.x)
+        data_free = is_data_free_cell(fr.family, r["params"])
+        reference = data_free or group in fr.reference_groups
+        x = None if reference and not fr.x.startswith("param:") else _value(r, fr.x)
         pts.append({"sweep": r["sweep"], "cell": r["cell"], "dataset": r["dataset"], "group": group,
                     "x": None if x is None else x[0], "x_ci95": 0.0 if x is None else x[1],
-                    "y": y[0], "y_ci95": y[1]})
+                    "y": y[0], "y_ci95": y[1], "reference": reference or x is None, "data_free": data_free})
     return pts
 
 
-def _curves(points: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    """Curve name → its points sorted by x (one curve per group and dataset)."""
+def _curves(points: list[dict[str, Any]], references: bool = True) -> dict[str, list[dict[str, Any]]]:
+    """Curve name → its points sorted by x (one curve per group and dataset); reference points with
+    an x are curves too unless ``references`` is False."""
     curves: dict[str, list[dict[str, Any]]] = {}
     datasets = {p["dataset"] for p in points}
     for p in points:
-        if p["x"] is not None:
+        if p["x"] is not None and (references or not p.get("reference")):
             name = p["group"] if len(datasets) == 1 else f"{p['group']} ({p['dataset']})"
             curves.setdefault(name, []).append(p)
     return {k: sorted(v, key=lambda p: p["x"]) for k, v in sorted(curves.items())}
@@ -210,18 +219,23 @@ def frontier_summary(points: list[dict[str, Any]], fr: FrontierConfig) -> list[s
     return lines
 
 
-def plot_frontier(points: list[dict[str, Any]], fr: FrontierConfig, path: Path) -> dict[str, list[Any]]:
-    """Save one privacy–utility figure (PNG): one curve per group with CI error bars (Okabe–Ito
-    colours, distinct markers), reference cells as dashed horizontal lines, the marked x as a dotted
-    line, the paper's value as a labelled star, the legend outside the axes."""
+def draw_frontier(points: list[dict[str, Any]], fr: FrontierConfig,
+                  reference_lines: Sequence[dict[str, Any]] = ()) -> Any:
+    """One privacy–utility figure (a matplotlib Figure, not saved): one curve per group with CI
+    error bars (Okabe–Ito colours, distinct markers); references dashed: a reference group whose
+    cells have the x value (e.g. a data-free release at each ε) as one curve against x, the others
+    as horizontal lines, the metric-level data-free references
+    (:func:`tasks.report_references.frontier_reference_lines`) as vertical (x) or horizontal or
+    curved (y) lines; the marked x as a dotted line, the paper's value as a labelled star, the
+    legend outside the axes."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=120)
-    refs = [p for p in points if p["x"] is None]
-    for i, (name, g) in enumerate(_curves(points).items()):
+    curves = _curves(points, references=False)
+    for i, (name, g) in enumerate(curves.items()):
         label = name
         if fr.fit_loglog and (fit := loglog_slope([p["x"] for p in g], [p["y"] for p in g])) is not None:
             label = f"{name} (slope {fit[0]:.2f})"
@@ -229,10 +243,38 @@ def plot_frontier(points: list[dict[str, Any]], fr: FrontierConfig, path: Path) 
         ax.errorbar(xs, ys, yerr=error_bars(fr.y, ys, [p["y_ci95"] for p in g]),
                     xerr=error_bars(fr.x, xs, [p["x_ci95"] for p in g]), marker=marker(i), color=colour(i), capsize=3,
                     label=label)
-    n_curves = len(_curves(points))
-    for j, p in enumerate(refs):
-        ax.axhline(p["y"], color=PALETTE[(n_curves + j) % len(PALETTE)], label=f"{p['group']} (reference)",
-                   **REFERENCE_STYLE)
+    j = len(curves)
+    datasets = {p["dataset"] for p in points}
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for p in points:
+        if p.get("reference", p["x"] is None):
+            name = p["group"] if len(datasets) == 1 else f"{p['group']} ({p['dataset']})"
+            groups.setdefault(name, []).append(p)
+    for name, g in groups.items():
+        kind = "data-free" if any(p.get("data_free") for p in g) else "reference"
+        with_x = sorted((p for p in g if p["x"] is not None), key=lambda p: p["x"])
+        if len({p["x"] for p in with_x}) >= 2:
+            label = f"{name} ({kind})"
+            if fr.fit_loglog and (fit := loglog_slope([p["x"] for p in with_x], [p["y"] for p in with_x])):
+                label = f"{name} ({kind}, slope {fit[0]:.2f})"
+            ax.plot([p["x"] for p in with_x], [p["y"] for p in with_x], color=colour(j), marker=".", label=label,
+                    **REFERENCE_STYLE)
+            j += 1
+            g = [p for p in g if p["x"] is None]
+        flat = sorted({p["y"] for p in g})
+        for k, y in enumerate(flat):
+            cells = [p["cell"] for p in g if p["y"] == y]
+            label = f"{name} ({kind})" if len(flat) == 1 else f"{name} ({kind}; {', '.join(cells)})"
+            ax.axhline(y, color=colour(j), label=label, **REFERENCE_STYLE)
+            j += 1
+    for line in reference_lines:  # neutral greys: never a curve's colour
+        grey = METRIC_REFERENCE_GREYS[line["axis"]]
+        if "xs" in line:
+            ax.plot(line["xs"], line["ys"], color=grey, marker=".", label=line["label"], **REFERENCE_STYLE)
+        else:
+            draw = ax.axvline if line["axis"] == "x" else ax.axhline
+            draw(line["value"], color=grey, label=f"{line['label']} ({line['axis']} = {line['value']:.3g})",
+                 **REFERENCE_STYLE)
     if fr.mark_x is not None:
         ax.axvline(fr.mark_x, linestyle=":", color="0.3", label=fr.mark_label or f"x = {fr.mark_x:g}")
     if fr.paper_y is not None:
@@ -249,7 +291,13 @@ def plot_frontier(points: list[dict[str, Any]], fr: FrontierConfig, path: Path) 
     ax.set_title(fr.name, fontsize=9)
     ax.grid(True, alpha=0.3)
     legend_outside(ax, fontsize=7)
-    return save_figure(fig, path)
+    return fig
+
+
+def plot_frontier(points: list[dict[str, Any]], fr: FrontierConfig, path: Path,
+                  reference_lines: Sequence[dict[str, Any]] = ()) -> dict[str, list[Any]]:
+    """Save :func:`draw_frontier`'s figure as a PNG; returns its layout."""
+    return save_figure(draw_frontier(points, fr, reference_lines), path)
 
 
 def _seed_points(rows: list[dict[str, Any]], fr: FrontierConfig, curve: list[dict[str, Any]]) -> dict[str, list[dict[str, float]]]:
@@ -452,17 +500,31 @@ def _write_csv(records: list[dict[str, Any]], path: Path) -> None:
 
 def sweep_tables(cfg: Config, family: str, fam_rows: list[dict[str, Any]]) -> tuple[list[str], set[str]]:
     """Markdown of one table per sweep of a family (the options that vary inside the sweep and the
-    reader's metrics: ``report.columns[family]``, default all) and the metric names shown."""
+    reader's metrics: ``report.columns[family]``, default all) and the metric names shown. Each
+    table shows the sweep's data-free references: data-free cells are marked ``(data-free)``, each
+    shown metric's companion reference metric is a column beside it, and a line under the table
+    names every metric's reference (:mod:`tasks.report_references`)."""
+    from tasks.report_references import is_data_free_cell, metric_references, reference_notes, with_companions
+
     lines: list[str] = []
     shown: set[str] = set()
     for sweep in dict.fromkeys(r["sweep"] for r in fam_rows):
         srows = [r for r in fam_rows if r["sweep"] == sweep]
-        header, md, _ = family_table(srows, cfg.report.columns.get(family))
+        refs = metric_references(cfg, family, [sweep])
+        present = {m for r in srows for m in r["summary"]}
+        only = cfg.report.columns.get(family)
+        header, md, _ = family_table(srows, with_companions(only, present, refs) if only else None)
+        for row, r in zip(md, srows, strict=True):
+            if is_data_free_cell(family, r["params"]):
+                row[1] = f"{row[1]} (data-free)"
         keep = [i for i, h in enumerate(header) if h not in ("sweep", "dataset")]
         dataset = srows[0]["dataset"]
+        metrics = [h for h in header if h in present]
+        note = reference_notes(srows, metrics, refs)
         lines += [f"### {sweep}", "", f"Data set `{dataset}`, {len(srows)} cell(s).", "",
-                  _markdown([header[i] for i in keep], [[row[i] for i in keep] for row in md])]
-        shown |= {h for h in header if h in {m for r in srows for m in r["summary"]}}
+                  _markdown([header[i] for i in keep], [[row[i] for i in keep] for row in md]),
+                  *([note, ""] if note else [])]
+        shown |= set(metrics)
     return lines, shown
 
 
@@ -471,6 +533,7 @@ def family_page(cfg: Config, family: str, rows: list[dict[str, Any]], claim_reco
     """The detail page ``reports/<family>.md``: the summary, the Pareto figure, one table per
     sweep with the reader's columns, the configured frontier figures, a glossary."""
     from tasks.report_family import plot_pareto, summary_section
+    from tasks.report_references import frontier_reference_lines, metric_references
 
     fam_rows = [r for r in rows if r["family"] == family]
     lines = [f"# {family}: details", "", f"[Back to the summary](index.md). All metrics of every cell: "
@@ -486,7 +549,8 @@ def family_page(cfg: Config, family: str, rows: list[dict[str, Any]], claim_reco
     for fr in (f for f in cfg.report.frontiers if f.family == family):
         pts = frontier_points(rows, fr)
         write_json(reports / "plots" / f"{fr.name}.json", pts)
-        plot_frontier(pts, fr, reports / "figures" / f"{fr.name}.png")
+        ref_lines = frontier_reference_lines(rows, fr, metric_references(cfg, family, fr.sweeps))
+        plot_frontier(pts, fr, reports / "figures" / f"{fr.name}.png", ref_lines)
         lines += [f"## {fr.name}", "", f"![{fr.name}](figures/{fr.name}.png)", "", *frontier_summary(pts, fr)]
     return [*lines, *glossary(sorted(shown))]
 

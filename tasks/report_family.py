@@ -20,9 +20,11 @@ the empirical ε lower bound.
   utility reachable with at most that leakage.
 
 *References* are cells whose mechanism/method (or a ``group_by`` value) is one of the family's
-frontiers' ``reference_groups`` or names a data-free release (``identity``, ``random``,
-``data_free``, ``zero``), plus data-free attackers reported as ``<attacker metric>_trivial_<guess>``;
-they are shown beside the table, not ranked.
+frontiers' ``reference_groups``, or that are data-free (declared by the family's ``DATA_FREE``, or
+named ``identity``, ``random``, ``data_free``, ``zero``), plus the metric-level data-free
+references of the utility and attacker metrics (the family's ``DATA_FREE_METRICS``,
+:mod:`tasks.report_references`) and data-free attackers reported as
+``<attacker metric>_trivial_<guess>``; they are shown beside the table and drawn dashed, not ranked.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from tasks.report_figures import REFERENCE_STYLE, colour, legend_outside, marker, place_labels, save_figure
+from tasks.report_figures import METRIC_REFERENCE_GREYS, REFERENCE_STYLE, colour, legend_outside, marker, place_labels, save_figure
 from tasks.report_numbers import error_bars, fmt_stats
 from veilbench.config import Config
 
@@ -86,8 +88,29 @@ def is_reference(row: dict[str, Any], groups: set[str]) -> bool:
 
 
 def is_data_free(row: dict[str, Any]) -> bool:
+    """True for a data-free reference cell: declared by its family (``DATA_FREE``), or named so."""
+    from tasks.report_references import is_data_free_cell
+
     method = str(row.get("method", "")).lower()
-    return any(w in method for w in DATA_FREE_WORDS) or bool(row["params"].get("data_free"))
+    return (is_data_free_cell(str(row.get("family", "")), row["params"])
+            or any(w in method for w in DATA_FREE_WORDS) or bool(row["params"].get("data_free")))
+
+
+def metric_reference_values(cfg: Config, family: str, h: dict[str, Any]) -> list[tuple[str, str, float]]:
+    """``(axis, label, value)`` of the metric-level data-free references of the headline's utility
+    (axis ``"y"``) and attacker (``"x"``) metrics (:mod:`tasks.report_references`), over the
+    headline sweep's cells that report the metric."""
+    from tasks.report_references import metric_references, reference_value
+
+    refs = metric_references(cfg, family, [h["sweep"]])
+    out = []
+    for axis, metric in (("y", h["utility"]), ("x", h["attack"])):
+        ref = refs.get(metric)
+        if ref is not None:
+            value = reference_value([r for r in h["rows"] if _has(r, metric)], ref)
+            if value is not None:
+                out.append((axis, ref.label, value))
+    return out
 
 
 def _sweeps(cfg: Config, family: str) -> list[str]:
@@ -167,10 +190,12 @@ def summary_table(h: dict[str, Any], groups: set[str]) -> tuple[list[str], list[
     return header, body, mode
 
 
-def references_text(h: dict[str, Any], groups: set[str]) -> str:
-    """One sentence naming the reference cells' utility/attacker values and data-free attackers."""
+def references_text(h: dict[str, Any], groups: set[str], metric_refs: list[tuple[str, str, float]] = ()) -> str:
+    """One sentence naming the reference cells' utility/attacker values, the metric-level data-free
+    references (:func:`metric_reference_values`) and data-free attackers."""
     u, a = h["utility"], h["attack"]
-    parts = []
+    parts = [f"{label}: {'utility' if axis == 'y' else 'attacker'} {fmt_stats(u if axis == 'y' else a, {'mean': v})}"
+             for axis, label, v in metric_refs]
     for r in h["rows"]:
         if is_reference(r, groups) and _has(r, u):
             kind = "data-free" if is_data_free(r) else "reference"
@@ -214,7 +239,8 @@ def summary_section(cfg: Config, family: str, rows: list[dict[str, Any]], claim_
     else:
         header, body, mode = summary_table(h, groups)
         how = "best utility at each ε" if mode == "epsilon" else "Pareto frontier: best utility at each level of leakage"
-        lines += [f"{question} Sweep `{h['sweep']}`, {how}. {references_text(h, groups)}", "",
+        refs = references_text(h, groups, metric_reference_values(cfg, family, h))
+        lines += [f"{question} Sweep `{h['sweep']}`, {how}. {refs}", "",
                   _markdown(header, body).rstrip("\n"), ""]
     lines += [f"{verdicts_line(family, claim_records)} Details: [{family}.md]({family}.md), "
               f"figure `figures/{family}-pareto.png`, all numbers `tables/{family}.csv`.", ""]
@@ -252,6 +278,9 @@ def plot_pareto(cfg: Config, family: str, rows: list[dict[str, Any]], path: Path
             kind = "data-free" if is_data_free(r) else "reference"
             ax.axhline(_mean(r, u), color=colour(i), label=f"{r['cell']} ({kind})", **REFERENCE_STYLE)
             i += 1
+    for axis, label, v in metric_reference_values(cfg, family, h):
+        (ax.axhline if axis == "y" else ax.axvline)(v, color=METRIC_REFERENCE_GREYS[axis],
+                                                    label=f"{label} ({axis} = {v:.3g})", **REFERENCE_STYLE)
     for m in sorted({m for r in h["rows"] for m in r["summary"] if m.startswith(f"{a}_trivial_")}):
         vals = [r for r in h["rows"] if _has(r, m)]
         if vals:

@@ -3,6 +3,8 @@ labels that never overlap, and saving with the whole of every label inside the i
 
 * Colours: the Okabe–Ito palette (Okabe & Ito 2008, "Color Universal Design"), distinguishable
   under the common colour-vision deficiencies; curves also differ by marker.
+* References are dashed (:data:`REFERENCE_STYLE`); metric-level data-free references are grey
+  (:data:`METRIC_REFERENCE_GREYS`).
 * Legends sit to the right of the axes (:func:`legend_outside`), never over plotted points.
 * Point labels (:func:`place_labels`) are placed greedily: for each label the first of a few
   offsets around its point whose text box (in display pixels, from the Agg renderer) overlaps
@@ -22,6 +24,9 @@ PALETTE = ("#0072B2", "#D55E00", "#009E73", "#E69F00", "#CC79A7", "#56B4E9", "#F
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 #: dashed reference lines (data-free and other references)
 REFERENCE_STYLE = {"linestyle": "--", "linewidth": 1.2}
+#: colours of the metric-level data-free references (vertical: an x metric's; horizontal: a y
+#: metric's), greys outside the palette so that no reference shares a curve's colour
+METRIC_REFERENCE_GREYS = {"x": "0.15", "y": "0.5"}
 
 
 def colour(i: int) -> str:

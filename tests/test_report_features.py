@@ -156,3 +156,121 @@ def test_crossfamily_sweeps_must_exist() -> None:
     raw["report"]["crossfamily_sweeps"] = ["ss", "missing"]
     with pytest.raises(ValidationError, match="report.crossfamily_sweeps: 'missing'"):
         validate_config(raw)
+
+
+# --- data-free references in frontier figures and family tables ------------------------------------
+
+
+def _gca_row(method: str, acc: float, auc: float, dcos: float, control: float, sweep: str = "g") -> dict:
+    row = _row(f"method={method}", {"method": method}, utility_accuracy=acc, utility_accuracy_paper=acc,
+               utility_accuracy_matched=acc - 0.01, utility_accuracy_flag_all=0.3, utility_roc_auc=auc,
+               privacy_delta_cos=dcos, privacy_delta_cos_control_best=control, privacy_delta_cos_advantage=-0.5)
+    return {**row, "family": "gca", "sweep": sweep, "method": method}
+
+
+def _dashed(ax: object) -> list:
+    return [ln for ln in ax.get_lines() if ln.get_linestyle() == "--"]
+
+
+def test_gca_frontier_draws_the_best_data_free_attacker_and_the_flag_all_detector() -> None:
+    from tasks.report import draw_frontier
+    from tasks.report_references import frontier_reference_lines, metric_references
+
+    rows = [_gca_row("gca", 0.84, 0.92, -0.7, -0.2), _gca_row("fedavg", 0.86, 0.93, -0.1, -0.4)]
+    fr = FrontierConfig(name="g", family="gca", x="privacy_delta_cos", y="utility_roc_auc", group_by="method")
+    lines = frontier_reference_lines(rows, fr, metric_references(None, "gca"))
+    by_axis = {ln["axis"]: ln for ln in lines}
+    assert by_axis["x"]["value"] == pytest.approx(-0.3), "mean of the cells' best control"
+    assert by_axis["x"]["label"] == "best data-free attacker"
+    assert by_axis["y"]["value"] == 0.5, "a constant score has ROC AUC 0.5"
+    ax = draw_frontier(frontier_points(rows, fr), fr, lines).axes[0]
+    dashed = {ln.get_label(): ln for ln in _dashed(ax)}
+    vertical = [ln for label, ln in dashed.items() if label.startswith("best data-free attacker")]
+    horizontal = [ln for label, ln in dashed.items() if label.startswith("flag-all detector")]
+    assert len(vertical) == 1 and list(vertical[0].get_xdata()) == pytest.approx([-0.3, -0.3])
+    assert len(horizontal) == 1 and list(horizontal[0].get_ydata()) == pytest.approx([0.5, 0.5])
+
+
+def test_gca_selection_frontier_marks_flag_all_accuracy_on_both_axes() -> None:
+    from tasks.report import draw_frontier
+    from tasks.report_references import frontier_reference_lines, metric_references
+
+    rows = [_gca_row("gca", 0.84, 0.92, -0.7, -0.2), _gca_row("fedavg", 0.86, 0.93, -0.1, -0.4)]
+    fr = FrontierConfig(name="s", family="gca", x="utility_accuracy_matched", y="utility_accuracy_paper",
+                        group_by="method")
+    lines = frontier_reference_lines(rows, fr, metric_references(None, "gca"))
+    assert sorted((ln["axis"], round(ln["value"], 9)) for ln in lines) == [("x", 0.3), ("y", 0.3)]
+    ax = draw_frontier(frontier_points(rows, fr), fr, lines).axes[0]
+    flag_all = [ln for ln in _dashed(ax) if ln.get_label().startswith("flag-all detector")]
+    vertical = [ln for ln in flag_all if list(ln.get_xdata()) == pytest.approx([0.3, 0.3])]
+    horizontal = [ln for ln in flag_all if list(ln.get_ydata()) == pytest.approx([0.3, 0.3])]
+    assert len(flag_all) == 2 and len(vertical) == 1 and len(horizontal) == 1
+
+
+def test_a_data_free_cell_run_at_each_epsilon_is_one_dashed_curve() -> None:
+    from tasks.report import draw_frontier
+
+    eps = [1.0, 4.0, 16.0, 64.0]
+    rows = [_row(f"epsilon={e}_mechanism={m}", {"mechanism": m, "epsilon": e}, auc=v)
+            for e in eps for m, v in (("gaussian", 0.5 + e / 200), ("identity_noise", 0.5 + e / 1000))]
+    rows += [_row("mechanism=clean", {"mechanism": "clean"}, auc=0.88),
+             _row("mechanism=identity", {"mechanism": "identity"}, auc=0.5)]
+    rows = [{**r, "family": "scoreshield"} for r in rows]
+    fr = FrontierConfig(name="v", family="scoreshield", x="param:epsilon", y="auc", group_by="mechanism",
+                        reference_groups=["clean", "identity", "identity_noise"])
+    pts = frontier_points(rows, fr)
+    assert all(p["reference"] and p["data_free"] for p in pts if p["group"] == "identity_noise")
+    ax = draw_frontier(pts, fr).axes[0]
+    labels = ax.get_legend_handles_labels()[1]
+    assert [lb for lb in labels if lb.startswith("identity_noise")] == ["identity_noise (data-free)"]
+    curve = next(ln for ln in _dashed(ax) if ln.get_label() == "identity_noise (data-free)")
+    assert list(curve.get_xdata()) == eps and list(curve.get_ydata()) == pytest.approx([0.5 + e / 1000 for e in eps])
+    assert "clean (reference)" in labels and "identity (data-free)" in labels
+    release = next(c for c in ax.containers if c.get_label() == "gaussian")
+    assert release.lines[0].get_linestyle() == "-", "the release stays a solid curve with error bars"
+
+
+def test_a_companion_reference_varying_with_the_x_option_is_a_curve_a_constant_one_a_line() -> None:
+    from tasks.report_references import frontier_reference_lines
+    from veilbench.families.base import DataFreeMetric
+
+    ns = [50.0, 100.0, 200.0]
+    rows = [{**_row(f"n={n}", {"n_records": n, "mechanism": "newton"}, risk=n, ref_risk=2 * n, flat=1.0),
+             "family": "scoreshield"} for n in ns]
+    fr = FrontierConfig(name="r", family="scoreshield", x="param:n_records", y="risk", group_by="mechanism")
+    (line,) = frontier_reference_lines(rows, fr, {"risk": DataFreeMetric("ref_risk", "identity")})
+    assert line["xs"] == ns and line["ys"] == [100.0, 200.0, 400.0]
+    (flat,) = frontier_reference_lines(rows, fr, {"risk": DataFreeMetric("flat", "constant")})
+    assert "xs" not in flat and flat["value"] == 1.0
+
+
+def test_gca_family_table_shows_the_control_column_and_names_the_data_free_references() -> None:
+    from tasks.report import sweep_tables
+
+    raw = tiny_params()
+    raw["sweeps"]["g"] = {"family": "gca", "embedding": "digits-pca", "seeds": [0], "grid": {"method": ["gca", "fedavg"]}}
+    raw["report"]["columns"] = {"gca": ["utility_accuracy", "utility_roc_auc", "privacy_delta_cos"]}
+    cfg = validate_config(raw)
+    rows = [_gca_row("gca", 0.84, 0.92, -0.7, -0.2), _gca_row("fedavg", 0.86, 0.93, -0.1, -0.4)]
+    for r in rows:
+        r["summary"]["privacy_delta_cos_trivial_zeros"] = {"mean": -0.79, "ci95": 0.01, "n": 3}
+    lines, shown = sweep_tables(cfg, "gca", rows)
+    text = "\n".join(lines)
+    header = next(ln for ln in lines if ln.startswith("| cell"))
+    cols = [c.strip() for c in header.split("|")[1:-1]]
+    assert cols.index("privacy_delta_cos_control_best") == cols.index("privacy_delta_cos") + 1
+    assert "privacy_delta_cos_control_best" in shown
+    assert "`utility_roc_auc`: flag-all detector, 0.5" in text
+    assert "`utility_accuracy`: flag-all detector, column `utility_accuracy_flag_all`" in text
+    assert "data-free attackers on `privacy_delta_cos` (mean over the cells): zeros -0.79" in text
+
+
+def test_data_free_cells_are_marked_in_the_family_table() -> None:
+    from tasks.report import sweep_tables
+
+    cfg = validate_config(tiny_params())
+    rows = [{**_row(c, p, utility_verification_accuracy=v), "family": "scoreshield", "sweep": "ss"}
+            for c, p, v in (("epsilon=4.0", {"mechanism": "gaussian", "epsilon": 4.0}, 0.7),
+                            ("mechanism=identity", {"mechanism": "identity"}, 0.5))]
+    text = "\n".join(sweep_tables(cfg, "scoreshield", rows)[0])
+    assert "mechanism=identity (data-free)" in text and "epsilon=4.0 (data-free)" not in text

@@ -31,6 +31,15 @@ the control being the same attack with the same side knowledge but without the r
 advantage (:mod:`veilbench.metrics.advantage`) ``(main − control)/(1 − control)`` for success
 rates or ``1 − main/control`` for errors.
 
+Metric-level data-free references. Where the data-free attackers or releases are not cells but
+companions computed beside every cell (e.g. GCA's control attackers, the detector that flags every
+test record), a module may declare ``DATA_FREE_METRICS``: metric → :class:`DataFreeMetric`, whose
+``value`` is either the name of a companion metric of the same cell (its value on that cell's data
+and seed) or a constant (e.g. ROC AUC 0.5 for a detector whose score is constant), and whose
+``label`` says what it is ("best data-free attacker", "flag-all detector"). The report draws each
+such reference in every figure whose x or y axis shows the metric, and adds it to the family's
+tables (:mod:`tasks.report_references`).
+
 ``inputs`` maps each earlier stage name (``"prepare"``, ``"embed"``, ``"release"``, …) to the
 arrays that stage produced for this cell and seed. A stage returns plain arrays (saved as an
 ``.npz`` with ``allow_pickle=False``), scalar metrics (logged to MLflow, written to JSON) and a
@@ -46,7 +55,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
@@ -73,6 +82,14 @@ class StageOutput:
 
 class StageFunction(Protocol):
     def __call__(self, inputs: StageInputs, params: Any, seed: int) -> StageOutput: ...
+
+
+class DataFreeMetric(NamedTuple):
+    """A metric's data-free reference: ``value`` a companion metric name or a constant; ``label``
+    what achieves it, in a reader's words."""
+
+    value: str | float
+    label: str
 
 
 def passthrough(inputs: StageInputs, params: Any, seed: int) -> StageOutput:

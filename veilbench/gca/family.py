@@ -48,7 +48,7 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, model_validator
 
-from veilbench.families.base import FamilyParams, StageInputs, StageOutput
+from veilbench.families.base import DataFreeMetric, FamilyParams, StageInputs, StageOutput
 from veilbench.gca.communication import MIB, config_for, fl_bytes, gca_bytes
 from veilbench.gca.data import FederatedData, build_federation
 from veilbench.gca.selection import PROTOCOLS, converged_round, round_curve, select
@@ -58,6 +58,23 @@ from veilbench.random import stream
 
 #: Data-free output banks of the control attackers (:func:`veilbench.gca.extraction.trivial_outputs`).
 TRIVIAL_KINDS: tuple[str, ...] = ("zeros", "noise", "mean", "heldout")
+
+_BEST_CONTROL = "best data-free attacker"
+_FLAG_ALL = "flag-all detector"
+#: Metric-level data-free references (:class:`veilbench.families.base.DataFreeMetric`): the
+#: attack metrics' best control (``*_control_best``: the best of :data:`TRIVIAL_KINDS` on the same
+#: victim), whose advantage over itself is 0 by definition; and the detector that flags every test
+#: record, whose accuracy is the test set's anomaly share (``utility_accuracy_flag_all``, under every
+#: selection protocol) and whose ROC AUC is 0.5 (a constant score ranks no anomaly above a normal).
+DATA_FREE_METRICS: dict[str, DataFreeMetric] = {
+    "privacy_ntmse": DataFreeMetric("privacy_ntmse_control_best", _BEST_CONTROL),
+    "privacy_delta_cos": DataFreeMetric("privacy_delta_cos_control_best", _BEST_CONTROL),
+    "privacy_ntmse_advantage": DataFreeMetric(0.0, _BEST_CONTROL),
+    "privacy_delta_cos_advantage": DataFreeMetric(0.0, _BEST_CONTROL),
+    **{f"utility_accuracy{s}": DataFreeMetric("utility_accuracy_flag_all", _FLAG_ALL)
+       for s in ("", *(f"_{p}" for p in PROTOCOLS))},
+    **{f"utility_roc_auc{s}": DataFreeMetric(0.5, _FLAG_ALL) for s in ("", *(f"_{p}" for p in PROTOCOLS))},
+}
 
 
 class Params(FamilyParams):
