@@ -131,7 +131,9 @@ def frontier_points(rows: list[dict[str, Any]], fr: FrontierConfig) -> list[dict
     """The (x, y) points of one frontier. ``reference`` marks the cells drawn dashed: those of
     ``reference_groups``, the family's data-free cells (``data_free``: ``DATA_FREE`` of the family
     module) and cells without the x value. A reference keeps its x only when x is a cell option
-    (``param:<name>``, e.g. a data-free release run at each ε); otherwise ``x`` is None."""
+    (``param:<name>``) and the reference's cells (per group and dataset) are run at two or more
+    values of it, e.g. a data-free release at each ε; otherwise ``x`` is None (a single reference
+    cell's option, such as the clean reference's default ε, says nothing about the x axis)."""
     from tasks.report_references import is_data_free_cell
 
     pts = []
@@ -148,6 +150,13 @@ def frontier_points(rows: list[dict[str, Any]], fr: FrontierConfig) -> list[dict
         pts.append({"sweep": r["sweep"], "cell": r["cell"], "dataset": r["dataset"], "group": group,
                     "x": None if x is None else x[0], "x_ci95": 0.0 if x is None else x[1],
                     "y": y[0], "y_ci95": y[1], "reference": reference or x is None, "data_free": data_free})
+    swept: dict[tuple[str, str], set[float]] = {}
+    for p in pts:
+        if p["reference"] and p["x"] is not None:
+            swept.setdefault((p["group"], p["dataset"]), set()).add(p["x"])
+    for p in pts:
+        if p["reference"] and len(swept.get((p["group"], p["dataset"]), ())) < 2:
+            p["x"], p["x_ci95"] = None, 0.0
     return pts
 
 
@@ -262,7 +271,7 @@ def draw_frontier(points: list[dict[str, Any]], fr: FrontierConfig,
             j += 1
             g = [p for p in g if p["x"] is None]
         flat = sorted({p["y"] for p in g})
-        for k, y in enumerate(flat):
+        for y in flat:
             cells = [p["cell"] for p in g if p["y"] == y]
             label = f"{name} ({kind})" if len(flat) == 1 else f"{name} ({kind}; {', '.join(cells)})"
             ax.axhline(y, color=colour(j), label=label, **REFERENCE_STYLE)

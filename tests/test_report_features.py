@@ -213,13 +213,14 @@ def test_a_data_free_cell_run_at_each_epsilon_is_one_dashed_curve() -> None:
     eps = [1.0, 4.0, 16.0, 64.0]
     rows = [_row(f"epsilon={e}_mechanism={m}", {"mechanism": m, "epsilon": e}, auc=v)
             for e in eps for m, v in (("gaussian", 0.5 + e / 200), ("identity_noise", 0.5 + e / 1000))]
-    rows += [_row("mechanism=clean", {"mechanism": "clean"}, auc=0.88),
+    rows += [_row("mechanism=clean", {"mechanism": "clean", "epsilon": 1.0}, auc=0.88),  # a default ε, not swept
              _row("mechanism=identity", {"mechanism": "identity"}, auc=0.5)]
     rows = [{**r, "family": "scoreshield"} for r in rows]
     fr = FrontierConfig(name="v", family="scoreshield", x="param:epsilon", y="auc", group_by="mechanism",
                         reference_groups=["clean", "identity", "identity_noise"])
     pts = frontier_points(rows, fr)
     assert all(p["reference"] and p["data_free"] for p in pts if p["group"] == "identity_noise")
+    assert next(p for p in pts if p["group"] == "clean")["x"] is None, "one reference cell: a flat line"
     ax = draw_frontier(pts, fr).axes[0]
     labels = ax.get_legend_handles_labels()[1]
     assert [lb for lb in labels if lb.startswith("identity_noise")] == ["identity_noise (data-free)"]
