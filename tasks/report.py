@@ -16,8 +16,11 @@ and cells present in ``params.yaml``) and writes
   mean and the 95% t half-width ``<metric>_ci95``);
 * ``reports/figures/<frontier>.png``: one figure per ``report.frontiers`` entry, x = a privacy
   quantity (a metric, or ``param:<name>`` for a parameter such as ε), y = a utility metric, one
-  curve per ``group_by`` value with CI error bars; cells without the x value (e.g. the clean
-  reference) are drawn as dashed horizontal reference lines; ``<family>-pareto.png`` and
+  curve per ``group_by`` value with CI error bars; references dashed: reference groups and the
+  family's data-free cells as one curve against x when they are run at each x (e.g. a data-free
+  release at each ε), else as horizontal lines (e.g. the clean reference), and the metric-level
+  data-free references of the x and y metrics (e.g. GCA's best control attacker, the flag-all
+  detector; :mod:`tasks.report_references`) as grey lines; ``<family>-pareto.png`` and
   ``crossfamily.png`` (conventions: :mod:`tasks.report_figures`);
 * ``reports/plots/<frontier>.json``: the plotted points, for ``dvc plots``;
 * ``reports/gca/communication.csv``: MiB per round per method and dataset for the GCA paper's
@@ -87,7 +90,10 @@ def load_cell_metrics(cfg: Config, root: Path) -> list[dict[str, Any]]:
 
 
 def family_table(rows: list[dict[str, Any]], only: list[str] | None = None) -> tuple[list[str], list[list[str]], list[dict[str, Any]]]:
-    """(header, markdown cells, CSV records) of one family's cells; ``only`` keeps those metrics."""
+    """(header, markdown cells, CSV records) of one family's cells; ``only`` keeps those metrics.
+    In the markdown, a data-free reference cell (its family's ``DATA_FREE``) is marked ``(data-free)``."""
+    from tasks.report_references import is_data_free_cell
+
     metric_names = sorted({m for r in rows for m in r["summary"]})
     if only:
         metric_names = [m for m in only if m in metric_names]
@@ -99,7 +105,8 @@ def family_table(rows: list[dict[str, Any]], only: list[str] | None = None) -> t
     header = ["sweep", "cell", "dataset", *param_names, *metric_names]
     md, csv = [], []
     for r in rows:
-        md.append([r["sweep"], r["cell"], r["dataset"], *[str(r["params"].get(p, "")) for p in param_names],
+        name = f"{r['cell']} (data-free)" if is_data_free_cell(str(r.get("family", "")), r["params"]) else r["cell"]
+        md.append([r["sweep"], name, r["dataset"], *[str(r["params"].get(p, "")) for p in param_names],
                    *[fmt_stats(m, r["summary"].get(m)) for m in metric_names]])
         rec: dict[str, Any] = {"sweep": r["sweep"], "cell": r["cell"], "dataset": r["dataset"],
                                **{p: r["params"].get(p) for p in param_names}}
@@ -513,7 +520,7 @@ def sweep_tables(cfg: Config, family: str, fam_rows: list[dict[str, Any]]) -> tu
     table shows the sweep's data-free references: data-free cells are marked ``(data-free)``, each
     shown metric's companion reference metric is a column beside it, and a line under the table
     names every metric's reference (:mod:`tasks.report_references`)."""
-    from tasks.report_references import is_data_free_cell, metric_references, reference_notes, with_companions
+    from tasks.report_references import metric_references, reference_notes, with_companions
 
     lines: list[str] = []
     shown: set[str] = set()
@@ -523,9 +530,6 @@ def sweep_tables(cfg: Config, family: str, fam_rows: list[dict[str, Any]]) -> tu
         present = {m for r in srows for m in r["summary"]}
         only = cfg.report.columns.get(family)
         header, md, _ = family_table(srows, with_companions(only, present, refs) if only else None)
-        for row, r in zip(md, srows, strict=True):
-            if is_data_free_cell(family, r["params"]):
-                row[1] = f"{row[1]} (data-free)"
         keep = [i for i, h in enumerate(header) if h not in ("sweep", "dataset")]
         dataset = srows[0]["dataset"]
         metrics = [h for h in header if h in present]

@@ -34,7 +34,15 @@ import re
 from pathlib import Path
 from typing import Any
 
-from tasks.report_figures import METRIC_REFERENCE_GREYS, REFERENCE_STYLE, colour, legend_outside, marker, place_labels, save_figure
+from tasks.report_figures import (
+    METRIC_REFERENCE_GREYS,
+    REFERENCE_STYLE,
+    colour,
+    legend_outside,
+    marker,
+    place_labels,
+    save_figure,
+)
 from tasks.report_numbers import error_bars, fmt_stats
 from veilbench.config import Config
 

@@ -249,7 +249,8 @@ def test_gca_family_table_shows_the_control_column_and_names_the_data_free_refer
     from tasks.report import sweep_tables
 
     raw = tiny_params()
-    raw["sweeps"]["g"] = {"family": "gca", "embedding": "digits-pca", "seeds": [0], "grid": {"method": ["gca", "fedavg"]}}
+    raw["sweeps"]["g"] = {"family": "gca", "embedding": "digits-pca", "seeds": [0],
+                          "grid": {"method": ["gca", "fedavg"]}}
     raw["report"]["columns"] = {"gca": ["utility_accuracy", "utility_roc_auc", "privacy_delta_cos"]}
     cfg = validate_config(raw)
     rows = [_gca_row("gca", 0.84, 0.92, -0.7, -0.2), _gca_row("fedavg", 0.86, 0.93, -0.1, -0.4)]
