@@ -137,10 +137,11 @@ def _group_name(params: dict[str, Any], group_by: str | list[str], fallback: str
 def frontier_points(rows: list[dict[str, Any]], fr: FrontierConfig) -> list[dict[str, Any]]:
     """The (x, y) points of one frontier. ``reference`` marks the cells drawn dashed: those of
     ``reference_groups``, the family's data-free cells (``data_free``: ``DATA_FREE`` of the family
-    module) and cells without the x value. A reference keeps its x only when x is a cell option
-    (``param:<name>``) and the reference's cells (per group and dataset) are run at two or more
-    values of it, e.g. a data-free release at each ε; otherwise ``x`` is None (a single reference
-    cell's option, such as the clean reference's default ε, says nothing about the x axis)."""
+    module) and cells without the x value. A reference keeps its x only when its cells (per group
+    and dataset) take two or more x values, e.g. a data-free release run at each ε, and, for an x
+    that is a metric, when its group is not in ``reference_groups`` (those are horizontal lines);
+    otherwise ``x`` is None (a single reference cell's option, such as the clean reference's
+    default ε, says nothing about the x axis)."""
     from tasks.report_references import is_data_free_cell
 
     pts = []
@@ -152,8 +153,9 @@ def frontier_points(rows: list[dict[str, Any]], fr: FrontierConfig) -> list[dict
             continue
         group = _group_name(r["params"], fr.group_by, str(r.get("method", r["cell"])))
         data_free = is_data_free_cell(fr.family, r["params"])
-        reference = data_free or group in fr.reference_groups
-        x = None if reference and not fr.x.startswith("param:") else _value(r, fr.x)
+        listed = group in fr.reference_groups
+        x = None if listed and not fr.x.startswith("param:") else _value(r, fr.x)
+        reference = data_free or listed
         pts.append({"sweep": r["sweep"], "cell": r["cell"], "dataset": r["dataset"], "group": group,
                     "x": None if x is None else x[0], "x_ci95": 0.0 if x is None else x[1],
                     "y": y[0], "y_ci95": y[1], "reference": reference or x is None, "data_free": data_free})

@@ -276,3 +276,19 @@ def test_data_free_cells_are_marked_in_the_family_table() -> None:
                             ("mechanism=identity", {"mechanism": "identity"}, 0.5))]
     text = "\n".join(sweep_tables(cfg, "scoreshield", rows)[0])
     assert "mechanism=identity (data-free)" in text and "epsilon=4.0 (data-free)" not in text
+
+
+def test_data_free_cells_against_an_attack_metric_are_one_dashed_curve_unless_listed_as_reference_lines() -> None:
+    from tasks.report import draw_frontier
+
+    rows = [{**_row(f"obfuscation={o}_d_tilde={d}", {"obfuscation": o, "d_tilde": d}, adv=a, acc=u),
+             "family": "dc"}
+            for o, pts in (("pca", ((4, 0.5, 0.6), (16, 0.8, 0.9))), ("random", ((4, 0.01, 0.1), (16, -0.02, 0.11))))
+            for d, a, u in pts]
+    fr = FrontierConfig(name="a", family="dc", x="adv", y="acc", group_by="obfuscation")
+    ax = draw_frontier(frontier_points(rows, fr), fr).axes[0]
+    (curve,) = [ln for ln in _dashed(ax) if ln.get_label() == "random (data-free)"]
+    assert list(curve.get_xdata()) == [-0.02, 0.01] and list(curve.get_ydata()) == [0.11, 0.1]
+    listed = FrontierConfig(name="b", family="dc", x="adv", y="acc", group_by="obfuscation", reference_groups=["random"])
+    pts = frontier_points(rows, listed)
+    assert [p["x"] for p in pts if p["group"] == "random"] == [None, None], "a listed reference is a line"
