@@ -65,7 +65,8 @@ _FLAG_ALL = "flag-all detector"
 #: attack metrics' best control (``*_control_best``: the best of :data:`TRIVIAL_KINDS` on the same
 #: victim), whose advantage over itself is 0 by definition; and the detector that flags every test
 #: record, whose accuracy is the test set's anomaly share (``utility_accuracy_flag_all``, under every
-#: selection protocol) and whose ROC AUC is 0.5 (a constant score ranks no anomaly above a normal).
+#: selection protocol) and whose ROC AUC is 0.5 (a constant score ties every anomaly–normal pair, each
+#: tie counting ½).
 DATA_FREE_METRICS: dict[str, DataFreeMetric] = {
     "privacy_ntmse": DataFreeMetric("privacy_ntmse_control_best", _BEST_CONTROL),
     "privacy_delta_cos": DataFreeMetric("privacy_delta_cos_control_best", _BEST_CONTROL),
