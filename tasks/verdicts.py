@@ -294,15 +294,25 @@ def _estimate(row: Mapping[str, Any], metric: str) -> Estimate | None:
     return Estimate.of_summary(s) if s and math.isfinite(s["mean"]) else None
 
 
+def _companion(row: Mapping[str, Any], companion: str | float) -> Estimate | None:
+    """A data-free companion's estimate for ``row``: a metric of the same cell, or a constant."""
+    return _estimate(row, companion) if isinstance(companion, str) else Estimate.of_constant(companion)
+
+
+def _companion_name(companion: str | float) -> str:
+    return f"{companion} (same cell)" if isinstance(companion, str) else f"constant {companion:g} (data-free by definition)"
+
+
 def beats_data_free(rows: list[dict[str, Any]], sweep: str, references: list[str | Mapping[str, Any]],
                     metrics: Mapping[str, str], exclude: list[str | Mapping[str, Any]] = (),
-                    companions: Mapping[str, str] | None = None, match: Iterable[str] = (),
+                    companions: Mapping[str, str | float] | None = None, match: Iterable[str] = (),
                     alpha: float = ALPHA) -> list[dict[str, Any]]:
     """Each (cell, metric) of ``sweep`` judged against the best data-free reference on that metric.
 
     ``references`` select the sweep's data-free cells (names or option filters); ``companions``
     maps a metric to a metric of the same cell that holds a data-free release's value (e.g. the
-    identity Gram's error computed beside each release); ``metrics`` maps each utility metric to
+    identity Gram's error computed beside each release) or to a constant (a data-free release's
+    value by definition, e.g. ROC AUC 0.5 for the detector that flags everything); ``metrics`` maps each utility metric to
     ``"higher"`` or ``"lower"`` (which is better); ``exclude`` drops cells that are not releases
     (e.g. the clean, non-private reference); ``match`` names options a reference must share with
     the cell (e.g. ``n_records``: a release of 400 records is compared with the data-free release
@@ -325,8 +335,8 @@ def beats_data_free(rows: list[dict[str, Any]], sweep: str, references: list[str
                 continue
             options = [(ref["cell"], e) for ref, e in cand_refs
                        if all(ref["params"].get(k) == r["params"].get(k) for k in match)]
-            if metric in companions and (e := _estimate(r, companions[metric])) is not None:
-                options.append((f"{companions[metric]} (same cell)", e))
+            if metric in companions and (e := _companion(r, companions[metric])) is not None:
+                options.append((_companion_name(companions[metric]), e))
             if not options:
                 continue
             ref_name, ref = max(options, key=lambda o: sign * o[1].mean)
@@ -391,7 +401,8 @@ def data_free_section(family: str, rows: list[dict[str, Any]], entries: Iterable
     losing = [j for j in judged if j["outcome"] != "beats"]
     refs = "; ".join(f"{e.sweep}: " + ", ".join([*(s if isinstance(s, str) else ", ".join(f"{k}={v}" for k, v in s.items())
                                                    for s in e.references),
-                                                 *(f"{c} beside each cell" for c in e.companions.values())])
+                                                 *(f"{c} beside each cell" if isinstance(c, str) else f"the constant {c:g}"
+                                                   for c in e.companions.values())])
                      for e in mine)
     lines += [f"Each release is compared, per utility metric, with the best data-free reference of its sweep ({refs}) "
               f"by the paired per-seed difference (one-sided {1 - alpha:.0%} t bounds; `tasks/verdicts.py`). "

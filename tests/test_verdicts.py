@@ -223,6 +223,22 @@ def test_a_companion_metric_in_the_same_cell_is_a_reference() -> None:
     assert out["eps=64"]["reference"] == "identity"  # no companion value in that cell
 
 
+def test_a_constant_companion_is_a_data_free_reference() -> None:
+    """ROC AUC 0.5 (the detector that flags everything) as a constant: a cell at chance level loses
+    or ties, one above it beats; the constant wins over a worse reference cell."""
+    rows = [
+        _cell("flag", {"mechanism": "zeros"}, auc=[0.40, 0.41, 0.39]),
+        _cell("chance", {"mechanism": "gaussian"}, auc=[0.48, 0.47, 0.49]),
+        _cell("good", {"mechanism": "newton"}, auc=[0.91, 0.93, 0.92]),
+    ]
+    got = {j["cell"]: j for j in beats_data_free(rows, "sv", ["flag"], {"auc": "higher"}, companions={"auc": 0.5})}
+    assert got["chance"]["outcome"] == "loses" and got["good"]["outcome"] == "beats"
+    assert got["good"]["reference"].startswith("constant 0.5") and got["good"]["reference_value"] == 0.5
+    assert got["good"]["advantage"] == pytest.approx(0.42)
+    entry = DataFreeConfig(sweep="sv", companions={"auc": 0.5}, metrics={"auc": "higher"})
+    assert entry.companions == {"auc": 0.5}
+
+
 def test_match_compares_a_cell_only_with_references_sharing_the_options() -> None:
     rows = [
         _cell("free n=50", {"mechanism": "identity_noise", "n": 50}, mse=[0.30, 0.31, 0.29]),

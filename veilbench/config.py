@@ -290,14 +290,15 @@ class DataFreeConfig(_Strict):
     ``references`` select data-free cells by name or by an option filter (``{mechanism: identity}``:
     every key must match the cell's option); ``companions`` map a metric to a metric of the same
     cell that holds a data-free release's value (e.g. ``utility_gram_mse:
-    reference_identity_gram_mse``); ``exclude`` drops cells that are not releases (e.g. the clean
+    reference_identity_gram_mse``) or to a constant that a data-free release attains by definition
+    (e.g. ``utility_roc_auc: 0.5``, the ROC AUC of a detector that flags every record); ``exclude`` drops cells that are not releases (e.g. the clean
     reference); ``match`` names options a reference must share with a cell to be compared with it
     (e.g. ``n_records``); ``metrics`` map each utility metric to ``higher`` or ``lower`` (which is
     better)."""
 
     sweep: str
     references: list[str | dict[str, Any]] = Field(default_factory=list)
-    companions: dict[str, str] = Field(default_factory=dict)
+    companions: dict[str, str | float] = Field(default_factory=dict)
     exclude: list[str | dict[str, Any]] = Field(default_factory=list)
     match: list[str] = Field(default_factory=list, description="options a reference must share with the cell")
     metrics: dict[str, Literal["higher", "lower"]] = Field(min_length=1)
