@@ -35,7 +35,7 @@ sys.path.insert(0, str(REPO))
 #: both scored on held-out records.
 CELLS = [
     ("scoreshield-gram", "epsilon=8.0_mechanism=newton", ["utility_map", "utility_clustering_nmi", "utility_roc_auc"]),
-    ("dc-parties", "n_parties=8_method=nki", ["utility_accuracy"]),
+    ("dc-parties", "method=nki_n_parties=8", ["utility_accuracy"]),
 ]
 
 

@@ -3,23 +3,31 @@
 from __future__ import annotations
 
 import copy
+import itertools
+import math
 
 import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import tiny_params
-from veilbench.config import ConfigError, load_config, validate_config
+from tests.conftest import REPO, tiny_params
+from veilbench.config import ConfigError, MetricRef, load_config, validate_config
+
+#: Every params file the repository ships (relative to its root): the default, larger and paper runs
+#: and the runs kept beside their reports.
+SHIPPED_PARAMS = sorted(str(p.relative_to(REPO)) for p in [*REPO.glob("params*.yaml"), *REPO.glob("reports/**/params.yaml")])
 
 
-def _with(path: str, value: object) -> dict:
+def _with(path: str, value: object, **sweep_keys: object) -> dict:
+    """``tiny_params()`` with ``value`` at the dotted ``path`` (and ``sweep_keys`` set on sweep ``ss``)."""
     params = copy.deepcopy(tiny_params())
     node = params
     keys = path.split(".")
     for k in keys[:-1]:
         node = node[k]
     node[keys[-1]] = value
+    params["sweeps"]["ss"].update(sweep_keys)
     return params
 
 
@@ -35,9 +43,62 @@ def test_grid_is_a_cartesian_product_over_shared_params() -> None:
     params = _with("sweeps.ss.grid", {"epsilon": [1.0, 2.0], "calibrator": ["analytic", "conservative"]})
     cells = validate_config(params).sweeps["ss"].expand()
     assert len(cells) == 4 + 1
-    assert cells["epsilon=2.0_calibrator=conservative"] == {
+    assert cells["calibrator=conservative_epsilon=2.0"] == {
         "mechanism": "gaussian", "delta": 1e-5, "n_queries": 30, "audit_releases": 400,
         "epsilon": 2.0, "calibrator": "conservative"}
+
+
+def _keys_in_order(mapping: dict, order: tuple[str, ...]) -> dict:
+    """``mapping`` with its keys inserted in ``order`` (the keys ``order`` omits last, as they were)."""
+    return {**{k: mapping[k] for k in order if k in mapping}, **{k: v for k, v in mapping.items() if k not in order}}
+
+
+#: (label, the sweep's grid, its explicit cells, a name the expansion must hold): each is expanded
+#: with the grid's axes and every explicit cell's keys in every order.
+KEY_ORDER = [
+    ("two axes", {"epsilon": [1.0, 2.0], "calibrator": ["analytic", "conservative"]}, [],
+     "calibrator=conservative_epsilon=2.0"),
+    ("three axes and explicit cells",
+     {"n_queries": [10, 20], "epsilon": [1.0, 2.0], "calibrator": ["analytic", "conservative"]},
+     [{"mechanism": "clean", "n_queries": 10}, {"mechanism": "gaussian", "epsilon": 3.0, "calibrator": "analytic"}],
+     "calibrator=analytic_epsilon=3.0_mechanism=gaussian"),
+    ("explicit cells only", {}, [{"mechanism": "gaussian", "epsilon": 3.0, "n_queries": 12, "delta": 1e-6}],
+     "delta=1e-06_epsilon=3.0_mechanism=gaussian_n_queries=12"),
+]
+
+
+@pytest.mark.parametrize("label,grid,cells,expected", KEY_ORDER, ids=[k[0] for k in KEY_ORDER])
+def test_cell_names_and_options_do_not_depend_on_key_order(label: str, grid: dict, cells: list, expected: str) -> None:
+    """Every order of the grid's axes and of each explicit cell's keys expands to the same cell names
+    with the same options (only the listing order may follow the YAML)."""
+    keys = sorted({*grid, *(k for c in cells for k in c)})
+    expansions = []
+    for order in itertools.permutations(keys):
+        params = _with("sweeps.ss.grid", _keys_in_order(grid, order), cells=[_keys_in_order(c, order) for c in cells])
+        expansions.append(validate_config(params).sweeps["ss"].expand())
+    first = expansions[0]
+    assert expected in first, sorted(first)
+    assert len(first) == math.prod(len(v) for v in grid.values()) * bool(grid) + len(cells)
+    for other in expansions[1:]:
+        assert sorted(other) == sorted(first)
+        assert other == first  # the same options under each name
+
+
+def test_shipped_sweeps_keep_their_cell_names_when_keys_are_reversed() -> None:
+    """Each shipped params file, with every grid's axes and every explicit cell's keys reversed,
+    expands to the same cells (names and options) as written."""
+    from veilbench import strict_yaml
+
+    assert {"params.yaml", "params.large.yaml", "params.paper.yaml"} <= set(SHIPPED_PARAMS)
+    for name in SHIPPED_PARAMS:
+        raw = strict_yaml.loads((REPO / name).read_bytes(), name)
+        reversed_raw = copy.deepcopy(raw)
+        for sweep in reversed_raw["sweeps"].values():
+            sweep["grid"] = dict(reversed(list(sweep.get("grid", {}).items())))
+            sweep["cells"] = [dict(reversed(list(c.items()))) for c in sweep.get("cells", [])]
+        written, flipped = validate_config(raw), validate_config(reversed_raw)
+        for sweep, cfg in written.sweeps.items():
+            assert flipped.sweeps[sweep].expand() == cfg.expand(), f"{name}: sweep {sweep}"
 
 
 BAD = [
@@ -66,6 +127,13 @@ BAD = [
     ("empty seeds", _with("sweeps.ss.seeds", []), "sweeps.ss.seeds", "at least 1"),
     ("unknown mechanism", _with("sweeps.ss-identity.params.mechanism", "laplace"), "sweeps.ss-identity[default].mechanism", "Input should be"),
     ("bad sweep name", {**tiny_params(), "sweeps": {"a b": tiny_params()["sweeps"]["ss"]}}, "sweeps.a b", "letters, digits"),
+    ("explicit cells equal up to key order",
+     _with("sweeps.ss.cells", [{"mechanism": "clean", "epsilon": 2.0}, {"epsilon": 2.0, "mechanism": "clean"}]),
+     "sweeps.ss", "same configuration"),
+    ("explicit cell equal to a grid cell up to key order",
+     _with("sweeps.ss.grid", {"epsilon": [1.0, 2.0], "calibrator": ["analytic"]},
+           cells=[{"calibrator": "analytic", "epsilon": 2.0}]),
+     "sweeps.ss", "same configuration"),
 ]
 
 
@@ -99,6 +167,18 @@ def test_shipped_params_files_are_valid(name: str) -> None:
     cfg = load_config(REPO / name)
     families = {s.family for s in cfg.sweeps.values()}
     assert families == {"scoreshield", "gca", "dc", "anchornoise"}, "every family runs in the shipped params"
+
+
+@pytest.mark.parametrize("name", SHIPPED_PARAMS)
+def test_every_cell_a_shipped_params_file_names_is_one_of_its_cells(name: str) -> None:
+    """The claims and the data-free references of each shipped params file name existing cells."""
+    cfg = load_config(REPO / name)
+    named = [(f"report.claims.{i}", ref.sweep, ref.cell) for i, claim in enumerate(cfg.report.claims)
+             for ref in (claim.ours, claim.than, *claim.data_free) if isinstance(ref, MetricRef)]
+    named += [(f"report.data_free.{i}", entry.sweep, sel) for i, entry in enumerate(cfg.report.data_free)
+              for sel in (*entry.references, *entry.exclude) if isinstance(sel, str)]
+    for where, sweep, cell in named:
+        assert cell in cfg.sweeps[sweep].expand(), f"{name}: {where}: {cell!r} is not a cell of {sweep!r}"
 
 
 @settings(max_examples=60, deadline=None)

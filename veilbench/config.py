@@ -12,7 +12,11 @@
 A *sweep* expands to *cells*, one per configuration of its family: the cartesian product of
 ``grid`` (each combination merged over the shared ``params``), plus each entry of ``cells``
 (explicit configurations, e.g. baselines, merged over ``params``). A sweep without grid and
-cells is a single cell. Each cell is named by the keys it sets, e.g. ``epsilon=4.0``.
+cells is a single cell. Each cell is named by the keys it sets, in sorted order
+(:func:`veilbench.names.cell_name`), e.g. ``epsilon=4.0_mechanism=newton``: the order in which a
+grid's axes or a cell's keys are written changes no name, and two cells that differ only in key
+order are duplicates. Cells are listed in the order written (the grid's product in its axis
+order, then ``cells``); only names and options are independent of it.
 
 Every mapping forbids unknown keys, every number is range-checked, cross-references
 (a sweep's ``embedding``, an embedding's ``dataset``) must exist, and every expanded cell is

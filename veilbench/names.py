@@ -11,11 +11,23 @@ accepts a name only when it
 * is at most :data:`MAX_NAME_CHARS` characters (file systems allow 255 bytes per component, and
   the name is embedded in longer ones).
 
-Cell names are made, not chosen (:func:`cell_name`): the keys a cell sets, ``k=v`` joined by
-``_``, each character outside ``[A-Za-z0-9._=+-]`` replaced by ``_``; one longer than
+Cell names are made, not chosen (:func:`cell_name`): the keys a cell sets, sorted, ``k=v``
+joined by ``_``, each character outside ``[A-Za-z0-9._=+-]`` replaced by ``_``; one longer than
 :data:`MAX_CELL_CHARS` keeps its first characters and ends in 12 hex digits of the SHA-256 of the
-full name, so distinct cells keep distinct names. :func:`inside` resolves a path built from names
-and refuses one that leaves its root (a symbolic link pointing out, for instance).
+full name, so distinct cells keep distinct names.
+
+The keys are sorted (code-point order of the key strings) so that a cell's name, and with it
+its folder, its DVC outputs, its MLflow run and every claim naming it, is a function of the
+*set* of ``(key, value)`` pairs it assigns and of nothing else: writing a grid's axes or an
+explicit cell's keys in another order in ``params.yaml`` renames nothing, and two cells equal up
+to key order get the same name (so they are reported as duplicates). The other
+order-independent candidate, the family's declared option order (its ``Params`` fields) and
+sorted for the rest, was rejected: it ties every cell name to the field order of a class, so
+reordering a model's fields would rename cells, and over the shipped params files together it
+renames more of the names written before this rule than sorting does.
+
+:func:`inside` resolves a path built from names and refuses one that leaves its root (a
+symbolic link pointing out, for instance).
 """
 
 from __future__ import annotations
@@ -51,11 +63,17 @@ def safe_name(name: Any, field: str) -> str:
 
 
 def cell_name(assignment: Mapping[str, Any]) -> str:
-    """The folder name of a cell that sets ``assignment`` (``"default"`` for none), in the
-    assignment's key order; see the module docstring."""
+    """The folder name of a cell that sets ``assignment`` (``"default"`` for none): its keys in
+    sorted order whatever the mapping's order; see the module docstring.
+
+    >>> cell_name({"mechanism": "newton", "epsilon": 8.0}) == cell_name({"epsilon": 8.0, "mechanism": "newton"})
+    True
+    >>> cell_name({"mechanism": "newton", "epsilon": 8.0})
+    'epsilon=8.0_mechanism=newton'
+    """
     if not assignment:
         return "default"
-    name = _CELL_UNSAFE.sub("_", "_".join(f"{k}={v}" for k, v in assignment.items()))
+    name = _CELL_UNSAFE.sub("_", "_".join(f"{k}={assignment[k]}" for k in sorted(assignment)))
     if name[0] in "._-=+":
         name = "c" + name
     if len(name) > MAX_CELL_CHARS:

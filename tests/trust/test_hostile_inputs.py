@@ -196,7 +196,7 @@ def test_cell_names_stay_short_and_distinct() -> None:
     long_a = {"option": "a" * 300, "x": 1}
     long_b = {"option": "a" * 300, "x": 2}
     assert len(cell_name(long_a)) <= MAX_CELL_CHARS and cell_name(long_a) != cell_name(long_b)
-    assert cell_name({"epsilon": 4.0, "calibrator": "analytic"}) == "epsilon=4.0_calibrator=analytic"
+    assert cell_name({"epsilon": 4.0, "calibrator": "analytic"}) == "calibrator=analytic_epsilon=4.0"
     assert cell_name({"a": "../x"}) == "a=.._x"
 
 
