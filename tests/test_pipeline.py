@@ -253,4 +253,7 @@ def test_cells_run_in_threads_record_their_own_timings(workdir: Path, mlflow_sto
     assert len(overlaps) == 4  # 2 cells × 2 seeds, no lock: they may overlap
     for cell in ("epsilon=4.0", "epsilon=8.0"):
         _, manifest = read_bundle(workdir / "data/release/ss" / cell)
-        assert all(info["seconds"] >= 0.2 and info["started"] > 0 for info in manifest["info"].values())
+        assert not any({"seconds", "started"} & set(info) for info in manifest["info"].values()), "timings stay out"
+        timings = json.loads((workdir / "data/release/ss" / cell / "timings.json").read_text())["per_seed"]
+        assert set(timings) == {"0", "1"}
+        assert all(t["seconds"] >= 0.2 and t["started"] > 0 for t in timings.values())
