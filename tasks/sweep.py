@@ -199,6 +199,7 @@ def run_cell(stage: str, sweep: str, cell: str, params_path: str | Path | None =
         per_seed: dict[int, dict[str, float]] = {}
         info: dict[str, Any] = {}
         timings: dict[str, dict[str, float]] = {}
+        measured: dict[int, dict[str, float]] = {}  # the stage function's own timings (e.g. a fit's seconds)
         for seed in scfg.seeds:
             inputs = dict(base)
             inputs.update({s: _split_seed(a, seed) for s, a in earlier.items()})
@@ -211,6 +212,7 @@ def run_cell(stage: str, sweep: str, cell: str, params_path: str | Path | None =
             per_seed[seed] = {k: float(v) for k, v in result.metrics.items()}
             info[str(seed)] = result.info
             timings[str(seed)] = {**result.timings, "seconds": time.perf_counter() - t0, "started": round(started, 3)}
+            measured[seed] = {k: float(v) for k, v in result.timings.items()}
         summary = summarise(per_seed)
         record = {"stage": stage, "sweep": sweep, "cell": cell, "input_key": input_key, "seeds": scfg.seeds,
                   "params": params, "info": info, "per_seed": {str(s): m for s, m in per_seed.items()}}
@@ -218,14 +220,16 @@ def run_cell(stage: str, sweep: str, cell: str, params_path: str | Path | None =
             write_sealed_json(existing, {**record, "dataset": ecfg.dataset, "method": tags["method"], "summary": summary})
             write_json(timings_path(root, stage, sweep, cell), {"per_seed": timings})
             run.log_artifact(str(existing))
+            run.log_artifact(str(timings_path(root, stage, sweep, cell)))
             run.log_text(per_seed_csv(per_seed), "tables/per_seed.csv")
         else:
             out = write_bundle(ctx.out_root / cell, arrays, record, timings={"per_seed": timings})
             _DIGESTS[_stat_key(out)] = arrays_digest({k: np.asarray(v) for k, v in arrays.items()})
             run.log_artifact(str(out / "manifest.json"))
+            run.log_artifact(str(out / TIMINGS))
         log_cell_metrics(run, summary, per_seed)
-        timed = {int(s): {k: v for k, v in t.items() if k != "started"} for s, t in timings.items()}
-        log_cell_metrics(run, summarise(timed), timed)  # MLflow keeps the run's timings too
+        if any(measured.values()):  # as metrics too (the cell's total seconds stay in the artifact only,
+            log_cell_metrics(run, summarise(measured), measured)  # out of `veilbench compare`'s columns)
     return "computed"
 
 

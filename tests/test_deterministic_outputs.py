@@ -99,6 +99,13 @@ def test_two_runs_write_byte_identical_outputs_and_keep_their_timings_beside_the
     assert dc["cost_fit_seconds"] > 0 and dc["seconds"] >= dc["cost_fit_seconds"]
     assert "mechanism_seconds" in json.loads((roots[0] / "data/release/gram/default/timings.json").read_text())["per_seed"]["0"]
 
+    from mlflow.tracking import MlflowClient  # the stage's own timings are MLflow metrics of its run
+
+    client = MlflowClient(f"sqlite:///{roots[0] / 'mlflow.db'}")
+    exp_id = client.get_experiment_by_name("veilbench-test").experiment_id
+    (integrate_run,) = client.search_runs([exp_id], "tags.stage = 'integrate' and tags.sweep = 'dc' and tags.run_kind = 'cell'")
+    assert integrate_run.data.metrics["cost_fit_seconds.seed_0"] == pytest.approx(dc["cost_fit_seconds"])
+
 
 def _lock(root: Path) -> dict:
     return yaml.safe_load((root / "dvc.lock").read_text())["stages"]
