@@ -6,7 +6,7 @@ stages as one task graph in that process, DVC saving each as it finishes) and me
 
 * ``total_seconds``: wall time of the whole command;
 * ``compute_seconds``: wall time during which an algorithm ran — the union of the intervals every
-  stage records in its manifest (``started`` + ``seconds``; prepare, embed, and each cell × seed of
+  stage records in its timings sidecar (``started`` + ``seconds``; prepare, embed, and each cell × seed of
   release/integrate/attack/evaluate; cells run two at a time, so their durations overlap), plus an
   in-process re-run of the report builder. ``compute_seconds_summed`` is the plain sum of the
   durations (CPU-side work, overlaps counted twice);
@@ -36,10 +36,11 @@ sys.path.insert(0, str(REPO))
 
 def _compute_intervals(root: Path) -> list[tuple[float, float]]:
     """(start, end) wall-clock interval of every computation a stage recorded: prepare, embed and
-    each cell × seed of release/integrate/attack/evaluate (``info.started`` + ``info.seconds``)."""
-    infos = [json.loads(m.read_text()).get("info", {}) for m in (root / "data").glob("*/*/manifest.json")]
-    for record in [*(root / "data").glob("*/*/*/manifest.json"), *(root / "reports/sweeps").glob("*/cells/*.json")]:
-        infos += [v for v in json.loads(record.read_text()).get("info", {}).values() if isinstance(v, dict)]
+    each cell × seed of release/integrate/attack/evaluate (``started`` + ``seconds`` of the
+    ``timings.json`` sidecars beside the outputs)."""
+    infos = [json.loads(m.read_text()) for m in (root / "data").glob("*/*/timings.json")]
+    for record in (root / "data").glob("*/*/*/timings.json"):
+        infos += [v for v in json.loads(record.read_text()).get("per_seed", {}).values() if isinstance(v, dict)]
     return [(float(i["started"]), float(i["started"]) + float(i["seconds"])) for i in infos if "started" in i]
 
 

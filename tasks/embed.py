@@ -17,7 +17,8 @@ from veilbench.io import read_bundle, write_bundle
 
 
 def embed(embedding: str, params_path: str | Path | None = None, root: Path | None = None) -> Path:
-    """Write ``data/embed/<embedding>/`` with ``Z_train`` and ``Z_test``."""
+    """Write ``data/embed/<embedding>/`` with ``Z_train`` and ``Z_test`` (the run's seconds and start
+    time in the ``timings.json`` sidecar, not in the manifest)."""
     root = root or repo_root()
     cfg = load_params(params_path, root)
     if embedding not in cfg.embeddings:
@@ -50,8 +51,8 @@ def embed(embedding: str, params_path: str | Path | None = None, root: Path | No
         out = write_bundle(
             embed_dir(root, embedding),
             {"Z_train": Z_train, "Z_test": Z_test},
-            {"stage": "embed", "embedding": embedding, "seed": cfg.seed, "params": params,
-             "info": {"seconds": time.perf_counter() - t0, "started": round(started, 3)}},
+            {"stage": "embed", "embedding": embedding, "seed": cfg.seed, "params": params},
+            timings={"seconds": time.perf_counter() - t0, "started": round(started, 3)},
         )
         mlflow.log_metrics({"dim": Z_train.shape[1]})
         mlflow.log_artifact(str(out / "manifest.json"))

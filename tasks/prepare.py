@@ -35,7 +35,8 @@ def loader_options(cfg: Any, dataset: str, root: Path) -> tuple[Any, dict[str, A
 
 
 def prepare(dataset: str, params_path: str | Path | None = None, root: Path | None = None) -> Path:
-    """Write ``data/prepare/<dataset>/`` for the dataset section ``datasets.<dataset>``."""
+    """Write ``data/prepare/<dataset>/`` for the dataset section ``datasets.<dataset>`` (its run's
+    seconds and start time in the ``timings.json`` sidecar, not in the manifest)."""
     root = root or repo_root()
     cfg = load_params(params_path, root)
     dcfg, options = loader_options(cfg, dataset, root)
@@ -58,8 +59,8 @@ def prepare(dataset: str, params_path: str | Path | None = None, root: Path | No
         out = write_bundle(
             prepare_dir(root, dataset),
             prepared.arrays(),
-            {"stage": "prepare", "dataset": dataset, "seed": cfg.seed, "params": params, "description": data.description,
-             "info": {"seconds": time.perf_counter() - t0, "started": round(started, 3)}},
+            {"stage": "prepare", "dataset": dataset, "seed": cfg.seed, "params": params, "description": data.description},
+            timings={"seconds": time.perf_counter() - t0, "started": round(started, 3)},
         )
         mlflow.log_metrics({"n_train": prepared.X_train.shape[0], "n_test": prepared.X_test.shape[0], "n_features": prepared.X_train.shape[1]})
         mlflow.log_artifact(str(out / "manifest.json"))

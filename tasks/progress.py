@@ -8,10 +8,10 @@
 * :func:`captured_warnings`: Python warnings raised while the run works (scikit-learn's
   convergence warnings and the like) go to a log file instead of the console, and are counted.
 
-ETA. Each cell's expected time is its last run time, read from its manifest (the sum of the
-per-seed ``seconds`` in ``data/<stage>/<sweep>/<cell>/manifest.json`` or the evaluate cell JSON);
-a cell without one counts as the median of the known ones of its stage; a planned stage not begun
-yet counts as the sum over the manifests on disk. Where a stage has no past time at all (a first
+ETA. Each cell's expected time is its last run time, read from its timings sidecar (the sum of the
+per-seed ``seconds`` in ``data/<stage>/<sweep>/<cell>/timings.json``, evaluate's too: the outputs
+themselves hold no timings, :mod:`tasks.sweep`); a cell without one counts as the median of the
+known ones of its stage; a planned stage not begun yet counts as the sum over the sidecars on disk. Where a stage has no past time at all (a first
 run), the ETA is shown as a lower bound, ``ETA ≥ …``. A stale stage recomputes only the cells
 whose inputs changed and reuses the others at almost no cost, so the pending work is weighted by
 the share of cells computed so far, with one pseudo-count: ``p = (computed + 1) / (done + 1)``,
@@ -58,18 +58,18 @@ def duration(seconds: float) -> str:
 
 def past_cell_seconds(root: Path, address: str, cell: str) -> float | None:
     """The last run time of ``cell`` of stage instance ``address`` (sum over its seeds) from its
-    manifest, or None when it never ran or the manifest is unreadable."""
-    import json
+    timings sidecar ``data/<stage>/<sweep>/<cell>/timings.json``, or None when it never ran or the
+    sidecar is missing or unreadable."""
+    from veilbench.io import read_timings
 
     stage, _, sweep = address.partition("@")
-    if stage == "evaluate":
-        path = root / "reports" / "sweeps" / sweep / "cells" / f"{cell}.json"
-    else:
-        path = root / "data" / stage / sweep / cell / "manifest.json"
+    record = read_timings(root / "data" / stage / sweep / cell)
+    per_seed = record.get("per_seed") if record is not None else None
+    if not isinstance(per_seed, dict):
+        return None
     try:
-        info = json.loads(path.read_text()).get("info", {})
-        return float(sum(float(v.get("seconds", 0.0)) for v in info.values() if isinstance(v, dict)))
-    except (OSError, ValueError, AttributeError):
+        return float(sum(float(v.get("seconds", 0.0)) for v in per_seed.values() if isinstance(v, dict)))
+    except (TypeError, ValueError):
         return None
 
 
@@ -172,11 +172,11 @@ class RunProgress:
     def _prior(self, address: str) -> float:
         """Expected seconds of a cell stage not begun yet: its cells' last run times on disk."""
         if address not in self._priors:
+            from veilbench.io import TIMINGS
+
             stage, _, sweep = address.partition("@")
-            if stage == "evaluate":
-                cells = [p.stem for p in (self.root / "reports" / "sweeps" / sweep / "cells").glob("*.json")]
-            elif stage in ("release", "integrate", "attack"):
-                cells = [p.parent.name for p in (self.root / "data" / stage / sweep).glob("*/manifest.json")]
+            if stage in ("release", "integrate", "attack", "evaluate"):
+                cells = [p.parent.name for p in (self.root / "data" / stage / sweep).glob(f"*/{TIMINGS}")]
             else:
                 cells = []
             self._priors[address] = sum(past_cell_seconds(self.root, address, c) or 0.0 for c in cells)

@@ -7,11 +7,16 @@ editing one ε in ``params.yaml`` recomputes only that cell (DVC reruns the swee
 stage recomputes one cell). Cells no longer in the sweep are removed.
 
 Files: ``data/<stage>/<sweep>/<cell>/{arrays.npz, manifest.json}`` (arrays of seed s under keys
-``s<seed>__<name>``), ``data/<stage>/<sweep>/sweep.json`` (which cells were computed or reused);
-``evaluate`` writes ``reports/sweeps/<sweep>/cells/<cell>.json`` (per-seed metrics, mean, 95% CI)
-``reports/sweeps/<sweep>/metrics.json`` (cell → mean of each metric, ``null`` when not finite) and
-``reports/sweeps/<sweep>/summary.json`` (a few columns shared by all families, for ``dvc metrics``:
-:mod:`tasks.metrics_summary`).
+``s<seed>__<name>``); ``evaluate`` writes ``reports/sweeps/<sweep>/cells/<cell>.json`` (per-seed
+metrics, mean, 95% CI), ``reports/sweeps/<sweep>/metrics.json`` (cell → mean of each metric, ``null``
+when not finite) and ``reports/sweeps/<sweep>/summary.json`` (a few columns shared by all families,
+for ``dvc metrics``: :mod:`tasks.metrics_summary`). These outputs are functions of the inputs only,
+so a rerun on equal inputs writes the same bytes and DVC the same hashes.
+
+What a run measured about itself is kept beside them, in files ``.dvcignore`` hides from DVC:
+``data/<stage>/<sweep>/<cell>/timings.json`` (per seed: ``seconds``, wall-clock ``started``, the
+stage's own :attr:`StageOutput.timings`; for ``evaluate`` too, in ``data/evaluate/``) and
+``data/<stage>/<sweep>/sweep.json`` (which cells this run computed and which it reused).
 """
 
 from __future__ import annotations
@@ -36,8 +41,8 @@ from tasks.tracking import (close_parent_run, computed_run_id, fail_interrupted_
 from veilbench.config import Config, SweepConfig
 from veilbench.crossfamily import crossfamily_metrics
 from veilbench.families import get_family
-from veilbench.io import (ARRAYS, MANIFEST, bundle_intact, read_bundle, read_json, read_sealed_json, write_bundle,
-                          write_json, write_sealed_json)
+from veilbench.io import (ARRAYS, MANIFEST, TIMINGS, bundle_intact, read_bundle, read_json, read_sealed_json,
+                          write_bundle, write_json, write_sealed_json)
 from veilbench.validation import UsageError
 
 
@@ -193,6 +198,8 @@ def run_cell(stage: str, sweep: str, cell: str, params_path: str | Path | None =
         arrays: dict[str, np.ndarray] = {}
         per_seed: dict[int, dict[str, float]] = {}
         info: dict[str, Any] = {}
+        timings: dict[str, dict[str, float]] = {}
+        measured: dict[int, dict[str, float]] = {}  # the stage function's own timings (e.g. a fit's seconds)
         for seed in scfg.seeds:
             inputs = dict(base)
             inputs.update({s: _split_seed(a, seed) for s, a in earlier.items()})
@@ -203,20 +210,33 @@ def run_cell(stage: str, sweep: str, cell: str, params_path: str | Path | None =
                 result.metrics.update(crossfamily_metrics(xfam, seed))
             arrays.update({f"s{seed}__{k}": v for k, v in result.arrays.items()})
             per_seed[seed] = {k: float(v) for k, v in result.metrics.items()}
-            info[str(seed)] = {**result.info, "seconds": time.perf_counter() - t0, "started": round(started, 3)}
+            info[str(seed)] = result.info
+            timings[str(seed)] = {**result.timings, "seconds": time.perf_counter() - t0, "started": round(started, 3)}
+            measured[seed] = {k: float(v) for k, v in result.timings.items()}
         summary = summarise(per_seed)
         record = {"stage": stage, "sweep": sweep, "cell": cell, "input_key": input_key, "seeds": scfg.seeds,
                   "params": params, "info": info, "per_seed": {str(s): m for s, m in per_seed.items()}}
         if stage == "evaluate":
             write_sealed_json(existing, {**record, "dataset": ecfg.dataset, "method": tags["method"], "summary": summary})
+            write_json(timings_path(root, stage, sweep, cell), {"per_seed": timings})
             run.log_artifact(str(existing))
+            run.log_artifact(str(timings_path(root, stage, sweep, cell)))
             run.log_text(per_seed_csv(per_seed), "tables/per_seed.csv")
         else:
-            out = write_bundle(ctx.out_root / cell, arrays, record)
+            out = write_bundle(ctx.out_root / cell, arrays, record, timings={"per_seed": timings})
             _DIGESTS[_stat_key(out)] = arrays_digest({k: np.asarray(v) for k, v in arrays.items()})
             run.log_artifact(str(out / "manifest.json"))
+            run.log_artifact(str(out / TIMINGS))
         log_cell_metrics(run, summary, per_seed)
+        if any(measured.values()):  # as metrics too (the cell's total seconds stay in the artifact only,
+            log_cell_metrics(run, summarise(measured), measured)  # out of `veilbench compare`'s columns)
     return "computed"
+
+
+def timings_path(root: Path, stage: str, sweep: str, cell: str) -> Path:
+    """The timings sidecar of a cell of a sweep stage: ``data/<stage>/<sweep>/<cell>/timings.json``
+    (beside the bundle; for ``evaluate``, whose record lives in ``reports/``, in ``data/evaluate/``)."""
+    return sweep_dir(root, stage, sweep) / cell / TIMINGS
 
 
 def _reusable_record(stage: str, existing: Path, input_key: str) -> dict[str, Any] | None:
@@ -246,12 +266,14 @@ def _read_mapping(path: Path) -> dict[str, Any] | None:
 
 def finish_stage(stage: str, sweep: str, outcomes: dict[str, str], params_path: str | Path | None = None,
                  root: Path | None = None) -> Path:
-    """Close a sweep stage: drop cells no longer configured, write ``sweep.json`` (which cells were
-    computed or reused), the release's privacy ledger, or the evaluate tables ``metrics.json`` (cell →
-mean of each metric) and ``summary.json`` (what ``dvc metrics show`` prints)."""
+    """Close a sweep stage: drop cells no longer configured, write ``sweep.json`` (which cells this
+    run computed or reused: a run record, hidden from DVC), the release's privacy ledger, or the
+    evaluate tables ``metrics.json`` (cell → mean of each metric) and ``summary.json`` (what
+    ``dvc metrics show`` prints)."""
     ctx = _context(stage, sweep, params_path, root)
-    _remove_stale(ctx.out_root, set(ctx.cells), stage)
-    if stage == "evaluate":
+    _remove_stale(ctx.out_root, set(ctx.cells), by_stem=stage == "evaluate")
+    if stage == "evaluate":  # the timings of dropped cells
+        _remove_stale(sweep_dir(ctx.root, stage, sweep), set(ctx.cells))
         from tasks.metrics_summary import cell_means_table, sweep_summary
 
         means = {c: {m: s["mean"] for m, s in read_json(ctx.out_root / f"{c}.json")["summary"].items()}
@@ -305,11 +327,13 @@ def _remove_temporaries(out_root: Path) -> None:
             shutil.rmtree(child) if child.is_dir() else child.unlink()
 
 
-def _remove_stale(out_root: Path, keep: set[str], stage: str) -> None:
+def _remove_stale(out_root: Path, keep: set[str], by_stem: bool = False) -> None:
+    """Delete the children of ``out_root`` that belong to no cell of ``keep`` (by file stem when
+    ``by_stem``: evaluate's ``<cell>.json``), except the sweep's own files and temporaries."""
     if not out_root.is_dir():
         return
     for child in out_root.iterdir():
-        name = child.stem if stage == "evaluate" else child.name
+        name = child.stem if by_stem else child.name
         if child.name in ("sweep.json", "ledger.json") or name in keep or child.name.startswith("."):
             continue
         shutil.rmtree(child) if child.is_dir() else child.unlink()

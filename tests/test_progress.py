@@ -21,27 +21,32 @@ from tasks.progress import RunProgress, captured_warnings, duration, past_cell_s
 from tests.conftest import REPO, tiny_params
 
 
-def _manifest(root: Path, stage: str, sweep: str, cell: str, seconds: list[float]) -> None:
-    info = {str(i): {"seconds": s} for i, s in enumerate(seconds)}
-    if stage == "evaluate":
-        path = root / "reports" / "sweeps" / sweep / "cells" / f"{cell}.json"
-    else:
-        path = root / "data" / stage / sweep / cell / "manifest.json"
+def _timings(root: Path, stage: str, sweep: str, cell: str, seconds: list[float]) -> None:
+    """A cell's timings sidecar, as :func:`tasks.sweep.run_cell` writes it (one entry per seed)."""
+    per_seed = {str(i): {"seconds": s, "started": 1.0e9 + i} for i, s in enumerate(seconds)}
+    path = root / "data" / stage / sweep / cell / "timings.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"info": info}))
+    path.write_text(json.dumps({"per_seed": per_seed}))
 
 
-def test_past_cell_times_come_from_the_manifests(tmp_path: Path) -> None:
-    _manifest(tmp_path, "release", "s", "a", [1.0, 2.5])
-    _manifest(tmp_path, "evaluate", "s", "a", [0.5])
+def test_past_cell_times_come_from_the_timings_sidecars_not_the_outputs(tmp_path: Path) -> None:
+    _timings(tmp_path, "release", "s", "a", [1.0, 2.5])
+    _timings(tmp_path, "evaluate", "s", "a", [0.5])
     assert past_cell_seconds(tmp_path, "release@s", "a") == 3.5
     assert past_cell_seconds(tmp_path, "evaluate@s", "a") == 0.5
     assert past_cell_seconds(tmp_path, "release@s", "missing") is None
+    # an output written before timings left the outputs is not read: no sidecar, no past time
+    old = tmp_path / "data" / "release" / "s" / "b" / "manifest.json"
+    old.parent.mkdir(parents=True)
+    old.write_text(json.dumps({"info": {"0": {"seconds": 9.0}}}))
+    assert past_cell_seconds(tmp_path, "release@s", "b") is None
+    (old.parent / "timings.json").write_text("{not json")
+    assert past_cell_seconds(tmp_path, "release@s", "b") is None, "an unreadable sidecar is no error"
 
 
 def test_plain_progress_prints_one_line_per_stage_with_counts_eta_and_a_summary(tmp_path: Path) -> None:
     for cell, t in (("a", 10.0), ("b", 30.0)):
-        _manifest(tmp_path, "release", "s", cell, [t])
+        _timings(tmp_path, "release", "s", cell, [t])
     out = io.StringIO()
     with RunProgress(["prepare@d", "release@s", "report"], tmp_path, workers=2, stream=out) as p:
         assert not p.live, "not a terminal: plain lines"
@@ -153,13 +158,13 @@ def test_ctrl_c_stops_a_run_within_5_s_and_a_rerun_finishes(tmp_path: Path, pref
     assert "up to date" in (status.stdout + status.stderr).lower()
 
 
-def test_eta_counts_planned_stages_not_begun_from_their_manifests(tmp_path: Path) -> None:
-    _manifest(tmp_path, "release", "s", "a", [4.0])
-    _manifest(tmp_path, "evaluate", "t", "x", [6.0, 10.0])  # a later stage of another sweep
+def test_eta_counts_planned_stages_not_begun_from_their_timings(tmp_path: Path) -> None:
+    _timings(tmp_path, "release", "s", "a", [4.0])
+    _timings(tmp_path, "evaluate", "t", "x", [6.0, 10.0])  # a later stage of another sweep
     with RunProgress(["release@s", "evaluate@t"], tmp_path, workers=2, stream=io.StringIO()) as p:
         p.stage_started("release@s")
         p.stage_cells("release@s", ["a"])
-        assert p.eta() == pytest.approx((4.0 + 16.0) / 2), "evaluate@t has not begun: its manifests count"
+        assert p.eta() == pytest.approx((4.0 + 16.0) / 2), "evaluate@t has not begun: its sidecars count"
         p.cell_done("release@s", "a", "computed")
         p.stage_done("release@s")
         assert p.eta() == pytest.approx(16.0 / 2)

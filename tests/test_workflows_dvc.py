@@ -69,6 +69,7 @@ def committed_repo(tmp_path_factory: pytest.TempPathFactory, prefect_server: str
                 "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"})  # `python` in dvc.yaml
     _run(["git", "init", "-q"], root, env)
     _run([*DVC, "init", "-q"], root, env)
+    shutil.copy(REPO / ".dvcignore", root / ".dvcignore")  # after `dvc init`, which writes its own
     _run([sys.executable, "-m", "flows.cli", "run"], root, env)
     _run(["git", "add", "-A"], root, env)
     _run(["git", "commit", "-qm", "reproduced"], root, env)
@@ -122,6 +123,47 @@ def test_dvc_exp_run_temp_applies_the_override_and_leaves_the_parent_alone(
     exp_id = client.get_experiment_by_name("veilbench-test").experiment_id
     tagged = client.search_runs([exp_id], filter_string="tags.dvc_exp_name = 'eps2'")
     assert "epsilon=2.0" in {r.data.tags["cell"] for r in tagged if r.data.tags.get("stage") == "evaluate"}
+
+
+@pytest.mark.slow
+def test_dvc_queued_experiment_runs_in_the_background_and_leaves_the_parent_alone(
+        committed_repo: tuple[Path, dict[str, str]]) -> None:
+    """``dvc exp run --queue -S …`` then ``dvc queue start``: DVC's queue worker (a background
+    process) runs the experiment in its own copy under ``.dvc/tmp/exps``; once the queue is empty
+    ``dvc exp show`` lists it with the override and its metrics, and the parent is unchanged."""
+    import time
+
+    root, env = committed_repo
+    before = _snapshot(root)
+    out = _run([*DVC, "exp", "run", "--queue", "-n", "queued-eps3", "-S", "sweeps.ss.grid.epsilon=[3.0]"], root, env)
+    assert "Queued experiment" in out, out[-2000:]
+    assert _snapshot(root) == before, "queueing alone changes nothing"
+    _run([*DVC, "queue", "start"], root, env)
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            status = _run([*DVC, "queue", "status"], root, env)
+            if not any(word in status for word in ("Queued", "Running")):
+                break
+            assert time.monotonic() < deadline, status
+            time.sleep(3)
+    finally:
+        _run([*DVC, "queue", "stop"], root, env)
+    assert "Success" in status and "Failed" not in status, (
+        status + subprocess.run([*DVC, "queue", "logs", "queued-eps3"], cwd=root, env=env, capture_output=True,
+                                text=True).stdout[-3000:])
+
+    shown = json.loads(_run([*DVC, "exp", "show", "--json"], root, env))
+    exps = [rev for row in shown for e in row.get("experiments") or [] for rev in e["revs"]]
+    exp = next(r for r in exps if r["name"] == "queued-eps3")
+    assert exp["data"]["params"]["params.yaml"]["data"]["sweeps"]["ss"]["grid"]["epsilon"] == [3.0]
+    summary = exp["data"]["metrics"]["reports/sweeps/ss/summary.json"]["data"]
+    baseline = json.loads((root / "reports/sweeps/ss/summary.json").read_text())
+    assert summary["cells"] == 2 and summary["utility_min"] != baseline["utility_min"], "the override took effect"
+
+    assert "up to date" in _run([*DVC, "status"], root, env).lower()
+    assert _run(["git", "status", "--porcelain"], root, env).strip() == ""
+    assert _snapshot(root) == before, "the parent workspace must be byte-identical"
 
 
 def test_sweep_summary_reduces_cell_means_and_writes_null_for_missing() -> None:

@@ -10,7 +10,12 @@ A stage directory holds
   "info", "metrics"}`` so a reader can check what it got without loading the arrays; ``aliases``
   maps each array stored under another name to that name; ``arrays_sha256`` is the SHA-256 of the
   ``arrays.npz`` bytes (numpy writes fixed zip timestamps, so equal arrays give equal bytes), which
-  :func:`bundle_intact` checks before an output is reused.
+  :func:`bundle_intact` checks before an output is reused;
+* ``timings.json`` (optional, :data:`TIMINGS`): what the run that wrote the bundle measured about
+  itself (seconds, wall-clock start). It is not part of the output: the manifest and arrays are a
+  function of the inputs (params, code, data, seeds) only, so equal inputs give byte-equal files on
+  every run and machine, while ``.dvcignore`` hides ``timings.json`` from DVC (and
+  :func:`bundle_intact` never reads it), so rewriting it changes no DVC hash and no reuse decision.
 
 Single JSON records that are reused (a cell's evaluation) are *sealed*: :func:`write_sealed_json`
 stores the SHA-256 of the record's canonical JSON beside it, and :func:`read_sealed_json` returns
@@ -40,6 +45,8 @@ from veilbench.validation import ValidationError
 
 ARRAYS = "arrays.npz"
 MANIFEST = "manifest.json"
+#: The run-dependent sidecar of an output (see the module docstring); ``.dvcignore`` lists it.
+TIMINGS = "timings.json"
 
 #: Arrays smaller than this are always stored under their own name (hashing them saves nothing).
 _ALIAS_MIN_BYTES = 1 << 16
@@ -87,8 +94,10 @@ def write_bundle(
     directory: str | Path,
     arrays: Mapping[str, np.ndarray],
     manifest: Mapping[str, Any],
+    timings: Mapping[str, Any] | None = None,
 ) -> Path:
-    """Atomically (re)create ``directory`` holding ``arrays.npz`` and ``manifest.json``."""
+    """Atomically (re)create ``directory`` holding ``arrays.npz`` and ``manifest.json`` (and, when
+    ``timings`` is given, the run-dependent sidecar ``timings.json``, replaced with the rest)."""
     directory = Path(directory)
     directory.parent.mkdir(parents=True, exist_ok=True)
     clean = {}
@@ -107,6 +116,8 @@ def write_bundle(
         np.savez(tmp / ARRAYS, **stored)
         full_manifest["arrays_sha256"] = file_sha256(tmp / ARRAYS)
         (tmp / MANIFEST).write_text(json.dumps(_jsonable(full_manifest), indent=2, sort_keys=True) + "\n")
+        if timings is not None:
+            (tmp / TIMINGS).write_text(json.dumps(_jsonable(timings), indent=2, sort_keys=True) + "\n")
         if directory.exists():
             old = directory.with_name(f".{directory.name}.old")
             shutil.rmtree(old, ignore_errors=True)
@@ -119,6 +130,19 @@ def write_bundle(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return directory
+
+
+def read_timings(path: str | Path) -> dict[str, Any] | None:
+    """The timings sidecar at ``path`` (a :data:`TIMINGS` file, or a directory holding one), or
+    ``None`` when it is missing or unreadable: timings are advisory, never an error."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / TIMINGS
+    try:
+        record = read_json(path)
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
 
 
 def file_sha256(path: str | Path) -> str:

@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from tests.trust.conftest import trust_params, with_user_path, write_params
-from veilbench.io import ARRAYS, MANIFEST, read_bundle, read_json
+from veilbench.io import ARRAYS, MANIFEST, TIMINGS, read_bundle, read_json
 
 SLOW = "slow"
 CELLS = ["epsilon=1.0", "epsilon=2.0", "epsilon=4.0"]
@@ -93,7 +93,7 @@ def test_killed_sweep_resumes_to_the_uninterrupted_result(populated_root: Path, 
     assert CELLS[0] in finished and len(finished) < len(CELLS), f"the kill did not land mid-sweep: {finished}"
     for child in out.iterdir():  # atomic writes: a visible cell folder is complete or absent
         if child.is_dir() and not child.name.startswith("."):
-            assert {p.name for p in child.iterdir()} == {ARRAYS, MANIFEST}, child
+            assert {p.name for p in child.iterdir()} == {ARRAYS, MANIFEST, TIMINGS}, child
     assert not (out / "sweep.json").exists(), "sweep.json was written although the stage never finished"
     *_, runs = _runs(root)
     interrupted = {r.info.run_id for r in runs if r.info.status == "RUNNING"}  # almost always one (cell 1's)
@@ -107,14 +107,13 @@ def test_killed_sweep_resumes_to_the_uninterrupted_result(populated_root: Path, 
     assert not [p for p in out.rglob(".*")], "a temporary (dot-prefixed) leftover remains"
     assert sorted(p.name for p in out.iterdir() if p.is_dir()) == sorted(CELLS)
     for cell in CELLS:
-        assert {p.name for p in (out / cell).iterdir()} == {ARRAYS, MANIFEST}, cell
+        assert {p.name for p in (out / cell).iterdir()} == {ARRAYS, MANIFEST, TIMINGS}, cell
         got, got_manifest = read_bundle(out / cell)
         want, want_manifest = read_bundle(uninterrupted / cell)
         assert got.keys() == want.keys(), cell
         for key in want:
             assert np.array_equal(got[key], want[key]) and got[key].dtype == want[key].dtype, (cell, key)
-        strip = lambda m: {k: v for k, v in m.items() if k != "info"}  # info holds timings
-        assert strip(got_manifest) == strip(want_manifest), cell
+        assert got_manifest == want_manifest, cell  # timings are in the sidecar, not the manifest
 
     *_, runs = _runs(root)
     status = {r.info.run_id: r.info.status for r in runs}

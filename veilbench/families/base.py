@@ -73,11 +73,17 @@ class FamilyParams(BaseModel):
 
 @dataclass
 class StageOutput:
-    """What a stage hands to the next: arrays to save, metrics to log, diagnostics to record."""
+    """What a stage hands to the next: arrays to save, metrics to log, diagnostics to record.
+
+    ``arrays``, ``metrics`` and ``info`` must be functions of the stage's inputs, options and seed
+    (they are saved in the hashed outputs); what depends on the run itself — wall or CPU seconds —
+    goes in ``timings`` (name → seconds), which is stored in the output's timings sidecar and logged
+    to MLflow, never in the outputs."""
 
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
     metrics: dict[str, float] = field(default_factory=dict)
     info: dict[str, Any] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
 
 
 class StageFunction(Protocol):

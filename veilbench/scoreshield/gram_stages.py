@@ -164,7 +164,7 @@ def release(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
             proj = PROJECTORS[params.mechanism](g, **_projector_options(params))
             g = proj.gram
             info["projection"] = proj.info()
-    info["seconds"] = time.perf_counter() - start
+    seconds = time.perf_counter() - start
     feas = feasibility(g)
     info.update(sigma=sigma, **feas.as_dict())
     metrics = {"release_sigma": sigma, **{f"release_{k}": v for k, v in feas.as_dict().items()}}
@@ -173,7 +173,8 @@ def release(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
         metrics["release_n_eigh"] = float(info["projection"]["n_eigh"])
     if params.mechanism not in ("clean", *DATA_FREE_MECHANISMS):  # privacy ledger: one (ε, δ) release of the Gram
         metrics.update(dp_epsilon=params.epsilon, dp_delta=params.delta, dp_noise_multiplier=noise_multiplier)
-    return StageOutput(arrays={"gram": g, "labels": y, **ids}, metrics=metrics, info=info)
+    return StageOutput(arrays={"gram": g, "labels": y, **ids}, metrics=metrics, info=info,
+                       timings={"mechanism_seconds": seconds})
 
 
 def integrate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
