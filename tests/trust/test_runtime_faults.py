@@ -382,6 +382,34 @@ def test_pinned_params_pins_a_stage_process_and_restores_the_environment(tmp_pat
     assert os.environ[SNAPSHOT_SHA256] == outer[SNAPSHOT_SHA256]
 
 
+def test_a_stage_process_whose_params_changed_exits_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """Under ``dvc repro`` a stage is one process and DVC saves it after the process exits 0,
+    reading params.yaml then: a process whose file changed meanwhile must not exit 0."""
+    import yaml
+
+    from flows._stage import main
+    from tasks.common import SNAPSHOT_FILE, SNAPSHOT_SHA256
+    from tests.trust.conftest import trust_params, write_params
+
+    monkeypatch.delenv(SNAPSHOT_FILE, raising=False)
+    monkeypatch.delenv(SNAPSHOT_SHA256, raising=False)
+    params = write_params(tmp_path / "params.yaml", trust_params())
+    ran = []
+
+    def stage_flow(keys: list[str] | None = None, params_path: str | None = None, edit: bool = True) -> list[str]:
+        ran.append(keys)
+        if edit:
+            params.write_text(params.read_text().replace("audit_releases: 400", "audit_releases: 500"))
+        return []
+
+    assert main("release", lambda **kw: stage_flow(**kw, edit=False), ["--params", str(params)]) == 0  # control
+    assert main("release", stage_flow, ["--params", str(params), "--sweep", SWEEP]) == 2
+    assert ran == [None, [SWEEP]] and "changed while the run" in capsys.readouterr().err
+    assert yaml.safe_load(params.read_text())["sweeps"][SWEEP]["params"]["audit_releases"] == 500
+    assert SNAPSHOT_SHA256 not in os.environ
+
+
 def test_what_runs_before_the_server_does_not_import_prefect() -> None:
     """Prefect fixes its settings (API URL, home) at import: ``veilbench run`` must not import it
     before its server exports them, else this process starts a second, unmanaged server."""
