@@ -13,7 +13,7 @@ from prefect import flow
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows.dag import run_stage_dag
-from tasks.common import load_params
+from tasks.common import load_params, pinned_params, verify_snapshot
 
 #: stage → (params section whose keys the stage iterates over, CLI option naming one key)
 STAGE_KEYS: dict[str, tuple[str, str]] = {
@@ -102,12 +102,14 @@ def main(stage: str, stage_flow: Callable[..., list[str]], argv: list[str] | Non
     parser.add_argument(f"--{option}", action="append", dest="keys", metavar="NAME", help=f"one of params.yaml {section}; repeatable")
     parser.add_argument("--params", default=None, help="path to params.yaml (default: at the repo root)")
     args = parser.parse_args(argv)
-    from veilbench.validation import ValidationError
+    from veilbench.validation import UsageError
 
     try:
-        load_params(args.params)  # validate before any work starts
-        stage_flow(keys=args.keys, params_path=args.params)
-    except (ValidationError, KeyError) as exc:
+        with pinned_params(args.params):
+            load_params(args.params)  # validate before any work starts
+            stage_flow(keys=args.keys, params_path=args.params)
+            verify_snapshot()  # DVC records the params file as it is after this process: the one it read
+    except (UsageError, KeyError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0

@@ -15,7 +15,9 @@
 3. *Record.* As each stage finishes, DVC saves and commits its outputs (what ``Stage.run`` does
    after its command) in this thread while the workers go on; the ``dvc.lock`` entries of all
    stages that ran are written together when the run ends, also on an error (DVC re-parses and
-   rewrites the whole lock per entry).
+   rewrites the whole lock per entry). DVC reads ``params.yaml`` when it saves a stage; if the
+   file no longer has the bytes the run was pinned to (:func:`tasks.common.snapshot_params`), the
+   stage is not saved (it stays stale) and the run ends with a :class:`UsageError`.
 
 The lock is therefore the same as after ``dvc repro``: a later ``dvc repro`` or ``dvc status``
 sees nothing to do, and ``dvc repro`` remains available (``veilbench run
@@ -46,6 +48,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from flows._stage import cell_threads, single_threaded_blas
 from flows.dag import run_stage_dag
 from flows.interrupt import Interrupt
+from tasks.common import verify_snapshot
 
 log = logging.getLogger("veilbench.pipeline")
 
@@ -88,9 +91,16 @@ class PlannedRun:
             self.progress.stage_started(address)
 
     def record(self, address: str) -> None:
+        """Save and commit the finished stage ``address`` to DVC, unless the params file the run
+        pinned has changed: DVC reads the params file when it saves a stage, so its lock entry
+        would name params other than those its outputs were made from. That stage stays
+        unrecorded (stale) and the run ends with the :class:`UsageError`; the stages recorded
+        before keep their entries (:meth:`flush`)."""
         stage = self.stages[address]
         with self.interrupt.writing():
+            verify_snapshot()
             stage.save(run_cache=False)
+            verify_snapshot()  # still the run's version after DVC read it
             stage.commit()
             self._unlocked.append(stage)
         self.executed.append(address)

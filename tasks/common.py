@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,52 @@ def snapshot_params(path: str | Path) -> dict[str, str]:
     return {SNAPSHOT_FILE: str(p), SNAPSHOT_SHA256: hashlib.sha256(p.read_bytes()).hexdigest()}
 
 
+@contextmanager
+def pinned_params(params_path: str | Path | None = None, root: Path | None = None) -> Iterator[None]:
+    """Inside the block, this process is pinned to the current bytes of the params file (default:
+    ``params.yaml`` at the repo root) unless a run already pinned it (``veilbench run`` pins its stage
+    processes to the version it started with); the environment is restored afterwards. A stage
+    process run by plain ``dvc repro`` so checks that the file it read is still the one DVC records."""
+    from tasks.paths import repo_root
+
+    path = Path(params_path) if params_path else (root or repo_root()) / "params.yaml"
+    keys = (SNAPSHOT_FILE, SNAPSHOT_SHA256)
+    saved = {k: os.environ.get(k) for k in keys}
+    if not saved[SNAPSHOT_SHA256] and path.is_file():
+        os.environ.update(snapshot_params(path))
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _changed(path: Path) -> UsageError:
+    return UsageError(f"{path}: changed while the run was in progress; the stages that finished keep the "
+                      f"version the run started with: run again to bring the rest up to date")
+
+
+def verify_snapshot() -> None:
+    """Raise :class:`UsageError` when the params file pinned by :func:`snapshot_params` (in the
+    environment) no longer has the bytes the run started with, or is gone; nothing pinned, nothing
+    to check. The in-process pipeline calls it around DVC's save of a stage (DVC reads the params
+    file then), a stage process before it exits (``dvc repro`` saves after the command), so no
+    stage is recorded in ``dvc.lock`` with params other than those its outputs were made from."""
+    name, pinned = os.environ.get(SNAPSHOT_FILE), os.environ.get(SNAPSHOT_SHA256)
+    if not (name and pinned):
+        return
+    path = Path(name)
+    try:
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        digest = None
+    if digest != pinned:
+        raise _changed(path)
+
+
 def load_params(params_path: str | Path | None = None, root: Path | None = None) -> Config:
     """Validate ``params.yaml`` (default: at the repo root) before any work starts.
 
@@ -34,8 +81,7 @@ def load_params(params_path: str | Path | None = None, root: Path | None = None)
     pinned = os.environ.get(SNAPSHOT_SHA256)
     if pinned and path.is_file() and str(path.resolve()) == os.environ.get(SNAPSHOT_FILE):
         if hashlib.sha256(path.read_bytes()).hexdigest() != pinned:
-            raise UsageError(f"{path}: changed while the run was in progress; the stages that finished keep the "
-                             f"version the run started with: run again to bring the rest up to date")
+            raise _changed(path)
     return load_config(path)
 
 

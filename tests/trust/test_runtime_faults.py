@@ -321,6 +321,95 @@ def test_params_edited_mid_run_stop_the_next_stage(trust_root: Path, monkeypatch
     assert {p: p.read_bytes() for p in (trust_root / "data").rglob("*") if p.is_file()} == before
 
 
+class _FakeStage:
+    """A DVC stage stand-in that counts saves and commits."""
+
+    def __init__(self) -> None:
+        self.saved = self.committed = 0
+
+    def save(self, run_cache: bool = True) -> None:
+        self.saved += 1
+
+    def commit(self) -> None:
+        self.committed += 1
+
+
+def test_a_stage_finished_after_a_params_edit_is_not_recorded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """DVC reads params.yaml when it saves a stage: a stage that finishes after the file changed
+    is neither saved nor committed (no lock entry naming params it was not made from); one that
+    finished before keeps its entry."""
+    from flows.pipeline import PlannedRun
+    from tasks.common import snapshot_params
+    from veilbench.validation import UsageError
+
+    params = tmp_path / "params.yaml"
+    params.write_text("seed: 0\n")
+    for key, value in snapshot_params(params).items():
+        monkeypatch.setenv(key, value)
+    before, after = _FakeStage(), _FakeStage()
+    run = PlannedRun({"prepare@a": before, "embed@a": after}, {"prepare@a": [], "embed@a": ["prepare@a"]})
+    run.record("prepare@a")  # the control: same bytes, recorded
+    assert (before.saved, before.committed) == (1, 1) and run._unlocked == [before]
+    params.write_text("seed: 1\n")
+    with pytest.raises(UsageError, match="params.yaml: changed while the run was in progress"):
+        run.record("embed@a")
+    assert after.committed == 0 and run._unlocked == [before] and run.executed == ["prepare@a"]
+
+
+def test_pinned_params_pins_a_stage_process_and_restores_the_environment(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stage process under plain ``dvc repro`` pins the file it reads; an outer run's pin wins."""
+    from tasks.common import SNAPSHOT_FILE, SNAPSHOT_SHA256, pinned_params, snapshot_params, verify_snapshot
+    from veilbench.validation import UsageError
+
+    monkeypatch.delenv(SNAPSHOT_FILE, raising=False)
+    monkeypatch.delenv(SNAPSHOT_SHA256, raising=False)
+    params = tmp_path / "params.yaml"
+    params.write_text("seed: 0\n")
+    verify_snapshot()  # nothing pinned: nothing to check
+    with pinned_params(params):
+        verify_snapshot()
+        params.write_text("seed: 1\n")
+        with pytest.raises(UsageError, match="changed while the run"):
+            verify_snapshot()
+    assert SNAPSHOT_SHA256 not in os.environ and SNAPSHOT_FILE not in os.environ
+    outer = snapshot_params(params)  # a run pinned "seed: 1"; the file now says "seed: 2"
+    monkeypatch.setenv(SNAPSHOT_FILE, outer[SNAPSHOT_FILE])
+    monkeypatch.setenv(SNAPSHOT_SHA256, outer[SNAPSHOT_SHA256])
+    params.write_text("seed: 2\n")
+    with pinned_params(params), pytest.raises(UsageError):
+        verify_snapshot()
+    assert os.environ[SNAPSHOT_SHA256] == outer[SNAPSHOT_SHA256]
+
+
+def test_a_stage_process_whose_params_changed_exits_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """Under ``dvc repro`` a stage is one process and DVC saves it after the process exits 0,
+    reading params.yaml then: a process whose file changed meanwhile must not exit 0."""
+    import yaml
+
+    from flows._stage import main
+    from tasks.common import SNAPSHOT_FILE, SNAPSHOT_SHA256
+    from tests.trust.conftest import trust_params, write_params
+
+    monkeypatch.delenv(SNAPSHOT_FILE, raising=False)
+    monkeypatch.delenv(SNAPSHOT_SHA256, raising=False)
+    params = write_params(tmp_path / "params.yaml", trust_params())
+    ran = []
+
+    def stage_flow(keys: list[str] | None = None, params_path: str | None = None, edit: bool = True) -> list[str]:
+        ran.append(keys)
+        if edit:
+            params.write_text(params.read_text().replace("audit_releases: 400", "audit_releases: 500"))
+        return []
+
+    assert main("release", lambda **kw: stage_flow(**kw, edit=False), ["--params", str(params)]) == 0  # control
+    assert main("release", stage_flow, ["--params", str(params), "--sweep", SWEEP]) == 2
+    assert ran == [None, [SWEEP]] and "changed while the run" in capsys.readouterr().err
+    assert yaml.safe_load(params.read_text())["sweeps"][SWEEP]["params"]["audit_releases"] == 500
+    assert SNAPSHOT_SHA256 not in os.environ
+
+
 def test_what_runs_before_the_server_does_not_import_prefect() -> None:
     """Prefect fixes its settings (API URL, home) at import: ``veilbench run`` must not import it
     before its server exports them, else this process starts a second, unmanaged server."""
