@@ -1,33 +1,35 @@
-r"""Client-vectorised local step for parameter-sharing FL (``torch.func``).
+r"""Client-vectorised local step for parameter-sharing FL: stacked clients, one standard Adam.
 
 The sequential local step (:func:`veilbench.gca.simulator.sequential_local_step`) trains C client
 copies of the global model :math:`\theta^{(r)}` one after the other. Here the C copies are one set
 of *stacked* tensors, every parameter tensor of shape ``(C, *shape)``, advanced together:
 
-* **Gradient.** Client c's loss on its k-th mini-batch :math:`B_{c,k}` (Eq. 2 of the spec, plus the
-  FedProx term when enabled) is
-  :math:`L_c(\theta_c) = \sum_{b} w_{c,k,b}\, \|x_b - f(\theta_c; x_b)\|_2^2
-  + \mu\,\|\theta_c - \theta^{(r)}\|_2^2`, with :math:`w_{c,k,b} = 1/|B_{c,k}|` on the batch's rows
-  and 0 on padding (batches are padded to ``batch_size`` rows so all clients share one shape).
-  ``torch.func.vmap(torch.func.grad(L))`` over the stacked parameters (``functional_call`` on one
-  template module) gives every :math:`\nabla_{\theta_c} L_c` in one batched call: the layers become
-  batched matrix products.
-* **Optimiser.** One ``torch.optim.Adam`` (with the run's StepLR, :func:`make_optimizer`) over the
-  stacked tensors. Adam is elementwise, so it equals C independent Adams *provided every client has
-  taken the same number of steps*: torch keeps one step count per tensor, shared by the C rows.
-  The clients therefore step in lockstep from the round's fresh optimiser: step k advances every
-  client; client c's own trajectory is its first :math:`\tau_c = E\lceil N_c/B\rceil` steps (its E
-  epochs back to back, the order of the sequential step) and its row is copied out right after
-  step :math:`\tau_c`; later updates of that row are discarded. Each kept step of client c is thus
-  exactly its k-th step of a fresh Adam, with bias corrections :math:`1-\beta_{1,2}^{k}`.
-  A StepLR stepped per optimiser step fires at the same k for every client, so it is exact too;
-  one stepped per epoch is exact when every client has the same batches per epoch, or when it
+* **Gradient.** Client c's loss on its k-th mini-batch :math:`B_{c,k}` (Eq. 2 of the spec) is
+  :math:`L_c(\theta_c) = \sum_{b \in B_{c,k}} w_{c,k}\, \|x_b - f(\theta_c; x_b)\|_2^2` with
+  :math:`w_{c,k} = 1/|B_{c,k}|`; :class:`StackedGradient` returns every
+  :math:`\nabla_{\theta_c} L_c` at once (batched matrix products for the MLP AE, ``torch.func``
+  ``vmap(grad)`` for other modules). Clients whose batches have the same size share one call;
+  the FedProx term adds :math:`2\mu(\theta_c - \theta^{(r)})` (:math:`\mu\|\theta_c-\theta^{(r)}\|_2^2`,
+  spec §11.4).
+* **Optimiser.** One ``torch.optim.Adam`` with the run's StepLR (the simulator's
+  :class:`~veilbench.gca.training.LocalOptimizer`) over the stacked tensors. Adam is elementwise,
+  so it equals C independent Adams *provided every client has taken the same number of steps*:
+  torch keeps one step count per tensor, shared by the C rows. The clients therefore step in
+  lockstep from the round's fresh optimiser: client c's trajectory is its first
+  :math:`\tau_c = E\lceil N_c/B\rceil` steps (its E epochs back to back, the order of the
+  sequential step) and its row is copied out right after step :math:`\tau_c`; later updates of
+  that row (zero gradient) are discarded. Each kept step of client c is thus exactly its k-th step
+  of a fresh Adam, bias corrections :math:`1-\beta_{1,2}^{k}` included; no masked optimiser is
+  needed. A StepLR stepped per optimiser step fires at the same k for every client, so it is exact
+  too; one stepped per epoch is exact when every client has the same batches per epoch, or when it
   never fires within a round (``local_epochs <= lr_step_size``); other settings are refused.
 
 Mini-batch order is drawn from the same ``numpy`` stream, in the same order (client-major, then
-epoch), as the sequential step, so for the same seed both engines follow the same trajectory up
-to float summation order. The round loop, aggregation and evaluation are the simulator's
-(:func:`veilbench.gca.simulator.run_parameter_sharing` with :func:`vectorized_local_step`).
+epoch), as the sequential step. On the MLP AE every operation is the one the sequential step's
+autograd and Adam perform, element for element, so both engines give the same parameters (to the
+bit on the platforms tested; the tests allow 1e-5). The round loop, aggregation and evaluation are
+the simulator's (:func:`veilbench.gca.simulator.run_parameter_sharing` with
+:func:`vectorized_local_step`).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from veilbench.validation import ValidationError
 
 
 def round_batches(sizes: np.ndarray, cfg: FedConfig, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    r"""Every client's mini-batches of one round, padded to a common shape.
+    r"""Every client's mini-batches of one round as one padded index array.
 
     Client c (``sizes[c]`` = :math:`N_c` rows) draws ``cfg.local_epochs`` permutations of its rows
     from ``rng`` (clients in order, then epochs: the sequential step's draws); epoch e is cut into
