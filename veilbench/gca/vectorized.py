@@ -102,6 +102,13 @@ class StackedGradient:
       positive; the output gradient is :math:`2 w_b (f(x_b) - x_b)`. No autograd graph, no vmap.
     * any other module (the conv AE) uses ``torch.func``:
       ``vmap(grad(loss), in_dims=(0, 0, 0))`` with ``functional_call`` on the template.
+
+    The written-out MLP pass performs, per client, the products and ReLU masks autograd performs
+    for ``nn.Linear``/``nn.ReLU``, so it reproduces the sequential step's gradients to the bit on
+    the platforms tested, without autograd's or vmap's per-operation overhead. The batched
+    convolutions of the ``torch.func`` path sum in another order: gradients agree to float
+    rounding, and over many steps the two trajectories can drift further apart at isolated
+    parameters (a ReLU flipping on a near-zero pre-activation).
     """
 
     def __init__(self, spec) -> None:
