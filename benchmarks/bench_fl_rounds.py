@@ -12,7 +12,8 @@ Engines (one FedAvg protocol, the same federation, seed and configuration):
   ``FedAvg``. Its work runs in Ray worker processes, so its CPU time is that of this process and
   all its descendants (sampled while they live, :func:`tree_cpu`); the Ray start and imports are
   taken out by running the simulation once with one FedAvg run and once with two identical runs:
-  the difference is the CPU time of one warm run. Needs ``flwr``; without it the row is left out
+  the difference is the CPU time of one warm run (``cpu_resolved`` false and no rate when it is
+  within start-up noise, as in tiny runs). Needs ``flwr``; without it the row is left out
   and the JSON says so.
 
 Timing follows :mod:`measure`: process CPU time with one torch/BLAS thread, and the *unit* (one
@@ -165,11 +166,16 @@ def _flower_row(run_flower, fed, cfg, unit, n_clients, per_client, seq, seq_cpu,
     u = float(np.median(units))
     drift = float((max(units) - min(units)) / u)
     cpu = cpu_two - cpu_one
+    # Below ~1/4 of the start-up CPU the difference is start-up noise (tiny runs): no rate then.
+    resolved = cpu > 0.25 * max(cpu_one - cpu, 0.0)
     m = {"unit_cpu_seconds": u, "unit_drift": drift, "unit_drift_flagged": drift > MAX_UNIT_DRIFT, "repeats": 1,
          "wall_seconds": timed.seconds, "load_average": [list(load_start), list(os.getloadavg())]}
-    row = _row("flower", n_clients, per_client, cfg.rounds, cpu, m, timed, seq)
-    row.update(speedup_vs_sequential=seq_cpu / cpu, tree_cpu_seconds_one_run_simulation=cpu_one,
-               tree_cpu_seconds_two_run_simulation=cpu_two, wall_seconds_two_run_simulation=wall_two)
+    row = _row("flower", n_clients, per_client, cfg.rounds, cpu if resolved else float("nan"), m, timed, seq)
+    row.update(speedup_vs_sequential=seq_cpu / cpu if resolved else None, cpu_resolved=bool(resolved),
+               tree_cpu_seconds_one_run_simulation=cpu_one, tree_cpu_seconds_two_run_simulation=cpu_two,
+               wall_seconds_two_run_simulation=wall_two)
+    if not resolved:
+        row.update(rounds_per_second=None, round_units=None, cpu_seconds=cpu)
     return row
 
 
@@ -200,6 +206,15 @@ def main(argv: list[str] | None = None) -> dict:
     engines = {"sequential": run_parameter_sharing, "veilbench": run_parameter_sharing_vectorized}
     unit_repeats = 2
     rows, summary = [], []
+    report = {"benchmark": "fl_rounds", "mode": mode, "rows": rows, "summary": summary,
+              "config": {"quick": args.quick, "clients": list(setting["clients"]), "records": setting["records"],
+                         "rounds": setting["rounds"], "local_epochs": setting["local_epochs"], "batch_size": 50,
+                         "protocol": PROTOCOL, "seed": SEED, "threads": 1,
+                         "model": "tabular AE 14-256-64-16 mirrored", "flower": flower_note,
+                         "unit": "CPU seconds of one sequential FedAvg round on the same federation",
+                         "timing": "process CPU time (Flower: this process and its descendants), one torch/BLAS "
+                                   f"thread; the unit is re-timed before and after every measurement; rows whose "
+                                   f"unit drifted more than {MAX_UNIT_DRIFT:.0%} are flagged"}}
     for n_clients in setting["clients"]:
         per_client = setting["records"] // n_clients
         fed = build_federation(n_clients, per_client, seed=SEED)
@@ -225,24 +240,15 @@ def main(argv: list[str] | None = None) -> dict:
             row = _flower_row(run_flower, fed, cfg, unit, n_clients, per_client, results["sequential"],
                               cpu["sequential"], unit_repeats)
             rows.append(row)
-            print(f"{n_clients:3d} clients {'flower':>10}: {row['rounds_per_second']:.3f} rounds/CPU-s, "
-                  f"{row['speedup_vs_sequential']:.2f}x sequential, drift {row['unit_drift']:.2f}", flush=True)
+            print(f"{n_clients:3d} clients {'flower':>10}: {row['rounds_per_second']} rounds/CPU-s, "
+                  f"{row['speedup_vs_sequential']}x sequential, drift {row['unit_drift']:.2f}", flush=True)
         mine = [r for r in rows if r["clients"] == n_clients]
         by = {r["engine"]: r for r in mine}
         summary.append({"clients": n_clients, "veilbench_speedup_vs_sequential": by["veilbench"]["speedup_vs_sequential"],
                         "target_ge_3x": by["veilbench"]["speedup_vs_sequential"] >= 3.0,
                         "veilbench_max_abs_diff_vs_sequential": by["veilbench"]["max_abs_diff_vs_sequential"],
                         "citable": mode == "full" and not any(r["unit_drift_flagged"] for r in mine)})
-    report = {"benchmark": "fl_rounds", "mode": mode, "rows": rows, "summary": summary,
-              "config": {"quick": args.quick, "clients": list(setting["clients"]), "records": setting["records"],
-                         "rounds": setting["rounds"], "local_epochs": setting["local_epochs"], "batch_size": 50,
-                         "protocol": PROTOCOL, "seed": SEED, "threads": 1,
-                         "model": "tabular AE 14-256-64-16 mirrored", "flower": flower_note,
-                         "unit": "CPU seconds of one sequential FedAvg round on the same federation",
-                         "timing": "process CPU time (Flower: this process and its descendants), one torch/BLAS "
-                                   f"thread; the unit is re-timed before and after every measurement; rows whose "
-                                   f"unit drifted more than {MAX_UNIT_DRIFT:.0%} are flagged"}}
-    write_json(args.out, report)
+        write_json(args.out, report)  # after every client count: an interrupted run keeps what it finished
     return report
 
 
