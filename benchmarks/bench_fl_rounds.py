@@ -1,30 +1,46 @@
-"""Benchmark: FedAvg rounds per second, 20 clients, tabular AE.
+"""Benchmark: FedAvg rounds per CPU second on the tabular AE, 20 and 50 clients.
 
-Engines:
-* ``sequential``: :func:`veilbench.gca.simulator.run_parameter_sharing`, clients trained one after
-  another (one ``nn.Module`` forward/backward per client mini-batch);
-* ``veilbench``: :func:`veilbench.gca.vectorized.run_parameter_sharing_vectorized`, all clients'
-  mini-batches in one batched product per layer (same trajectory for the same seed);
+Engines (one FedAvg protocol, the same federation, seed and configuration):
+
+* ``sequential``: :func:`veilbench.gca.simulator.run_parameter_sharing` with the sequential local
+  step, clients trained one after another (one ``nn.Module`` forward/backward per client batch);
+* ``veilbench``: :func:`veilbench.gca.vectorized.run_parameter_sharing_vectorized`, the same round
+  loop with the client-vectorised local step (all clients' batches in batched matrix products,
+  one Adam over the stacked parameters);
 * ``flower``: :func:`veilbench.gca.flower_app.run_flower_simulation`, Flower's simulation (Ray
   backend, one client worker: clients one after another, like ``sequential``) with Flower's
-  ``FedAvg`` strategy. Needs the optional ``flwr`` extra (run from the Flower environment); without
-  it the row is left out and the JSON says so. Its warm-up is a first identical FedAvg run inside
-  the same simulation (Ray start, worker imports); the row times the second run's rounds only.
+  ``FedAvg``. Its work runs in Ray worker processes, so its CPU time is that of this process and
+  all its descendants (sampled while they live, :func:`tree_cpu`); the Ray start and imports are
+  taken out by running the simulation once with one FedAvg run and once with two identical runs:
+  the difference is the CPU time of one warm run (``cpu_resolved`` false and no rate when it is
+  within start-up noise, as in tiny runs). Needs ``flwr``; without it the row is left out
+  and the JSON says so.
 
-Data: a synthetic "Adult-scale" one-class set (spec §12.1 SYN): normals from an 8-component
-Gaussian mixture in 5-d pushed through a fixed random tanh MLP to 14-d plus noise; anomalies
-from shifted components and a uniform box; standardised on the training normals. Threads are
-pinned to one (torch and BLAS); each engine gets one untimed warm-up round. Each row: rounds per
-wall-clock second (training, aggregation and the per-round evaluation) and the final-round accuracy.
+Timing follows :mod:`measure`: process CPU time with one torch/BLAS thread, and the *unit* (one
+sequential FedAvg round on the same federation) re-timed before and after every measurement.
+Each row: ``rounds_per_second`` = rounds / CPU seconds, ``round_units`` = CPU seconds per round
+over the unit, ``speedup_vs_sequential`` = sequential CPU / engine CPU (same run),
+``unit_drift`` (rows above 20 % are flagged and must not be cited), the load average,
+``max_abs_diff_vs_sequential`` (max |Δ| over the final global model's parameters; Flower returns
+no parameters: null) and ``max_abs_auc_diff_vs_sequential`` (over the per-round ROC AUC curve).
 
-Usage: ``python benchmarks/bench_fl_rounds.py [--quick]`` → ``reports/bench/fl_rounds.json``.
+Data: a synthetic "Adult-scale" one-class set (spec §12.1 SYN): 25 000 training normals from an
+8-component Gaussian mixture in 5-d pushed through a fixed random tanh MLP to 14-d plus noise,
+split IID over the clients (1 250 each for 20 clients, 500 for 50); anomalies from shifted
+components and a uniform box; standardised on the training normals. Full mode: 10 rounds of 10
+local epochs, batch 50. ``--quick``: 2 000 records, 2 rounds of 2 epochs, 20 clients only.
+
+Usage: ``python benchmarks/bench_fl_rounds.py [--quick] [--no-flower] [--out FILE]`` →
+``reports/bench/fl_rounds.json`` (quick runs belong under ``reports/bench/quick/``).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
@@ -32,9 +48,16 @@ for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
 
 import numpy as np  # noqa: E402
 
+from measure import MAX_UNIT_DRIFT, measure, unit_seconds  # noqa: E402
 from veilbench.io import write_json  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
+MODES = {
+    "quick": {"clients": (20,), "records": 2_000, "rounds": 2, "local_epochs": 2},
+    "full": {"clients": (20, 50), "records": 25_000, "rounds": 10, "local_epochs": 10},
+}
+PROTOCOL = "fedavg"
+SEED = 100
 
 
 def synthetic_tabular(n_normal: int, n_anom: int, seed: int, d: int = 14) -> tuple[np.ndarray, np.ndarray]:
@@ -71,11 +94,99 @@ def build_federation(n_clients: int, per_client: int, seed: int):
     return Federation([train[labels == c] for c in range(n_clients)], x_test, y_test, AESpec("mlp", train.shape[1]))
 
 
+def tree_cpu(fn, interval: float = 0.2):
+    """``(fn(), CPU seconds of this process and all its descendants during the call, wall seconds)``.
+
+    Descendants (Ray's workers) are sampled every ``interval`` seconds while they live (their last
+    sample counts, so a process's final < ``interval`` s can be missed); this process's own CPU
+    time is exact (:func:`time.process_time`).
+    """
+    import psutil
+
+    me = psutil.Process()
+    before: dict[int, float] = {}
+    last: dict[int, float] = {}
+    stop = threading.Event()
+
+    def cpu(p) -> float:
+        t = p.cpu_times()
+        return t.user + t.system
+
+    def sample(record: dict) -> None:
+        for child in me.children(recursive=True):
+            try:
+                record[child.pid] = cpu(child)
+            except psutil.Error:
+                pass
+
+    sample(before)
+
+    def loop() -> None:
+        while not stop.wait(interval):
+            sample(last)
+
+    thread = threading.Thread(target=loop, daemon=True)
+    c0, w0 = time.process_time(), time.perf_counter()
+    thread.start()
+    try:
+        out = fn()
+    finally:
+        stop.set()
+        thread.join()
+    own, wall = time.process_time() - c0, time.perf_counter() - w0
+    sample(last)
+    children = sum(v - before.get(pid, 0.0) for pid, v in last.items())
+    return out, own + children, wall
+
+
+def _row(engine: str, n_clients: int, per_client: int, rounds: int, cpu: float, m: dict, result, seq) -> dict:
+    from veilbench.gca.training import flat_params
+
+    row = {"engine": engine, "protocol": PROTOCOL, "clients": n_clients, "records_per_client": per_client,
+           "rounds": rounds, "rounds_per_second": rounds / cpu, "cpu_seconds": cpu,
+           "round_units": cpu / rounds / m["unit_cpu_seconds"],
+           **{k: m[k] for k in ("cpu_seconds_range", "wall_seconds", "unit_cpu_seconds", "unit_drift",
+                                "unit_drift_flagged", "repeats", "load_average") if k in m},
+           "final_accuracy": float(result.accuracy[-1]),
+           "max_abs_auc_diff_vs_sequential": float(np.abs(np.asarray(result.auc) - seq.auc).max())}
+    final = getattr(result, "final_models", None)
+    row["max_abs_diff_vs_sequential"] = (
+        float(np.abs(flat_params(final[0]) - flat_params(seq.final_models[0])).max()) if final else None)
+    return row
+
+
+def _flower_row(run_flower, fed, cfg, unit, n_clients, per_client, seq, seq_cpu, unit_repeats) -> dict:
+    """Flower's row: CPU of one warm run = (two runs) − (one run), process tree (module doc)."""
+    load_start = os.getloadavg()
+    units = unit_seconds(unit, unit_repeats)
+    _, cpu_one, _ = tree_cpu(lambda: run_flower([PROTOCOL], fed, cfg, SEED))
+    units += unit_seconds(unit, unit_repeats)
+    (_, timed), cpu_two, wall_two = tree_cpu(lambda: run_flower([PROTOCOL, PROTOCOL], fed, cfg, SEED))
+    units += unit_seconds(unit, unit_repeats)
+    u = float(np.median(units))
+    drift = float((max(units) - min(units)) / u)
+    cpu = cpu_two - cpu_one
+    # Below ~1/4 of the start-up CPU the difference is start-up noise (tiny runs): no rate then.
+    resolved = cpu > 0.25 * max(cpu_one - cpu, 0.0)
+    m = {"unit_cpu_seconds": u, "unit_drift": drift, "unit_drift_flagged": drift > MAX_UNIT_DRIFT, "repeats": 1,
+         "wall_seconds": timed.seconds, "load_average": [list(load_start), list(os.getloadavg())]}
+    row = _row("flower", n_clients, per_client, cfg.rounds, cpu if resolved else float("nan"), m, timed, seq)
+    row.update(speedup_vs_sequential=seq_cpu / cpu if resolved else None, cpu_resolved=bool(resolved),
+               tree_cpu_seconds_one_run_simulation=cpu_one, tree_cpu_seconds_two_run_simulation=cpu_two,
+               wall_seconds_two_run_simulation=wall_two)
+    if not resolved:
+        row.update(rounds_per_second=None, round_units=None, cpu_seconds=cpu)
+    return row
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small shards and 2 rounds (< 60 s)")
+    parser.add_argument("--quick", action="store_true", help="20 clients × 100 records, 2 rounds of 2 epochs")
+    parser.add_argument("--no-flower", action="store_true", help="leave the Flower rows out")
     parser.add_argument("--out", default=str(ROOT / "reports" / "bench" / "fl_rounds.json"))
     args = parser.parse_args(argv)
+    mode = "quick" if args.quick else "full"
+    setting = MODES[mode]
 
     import torch
 
@@ -83,43 +194,61 @@ def main(argv: list[str] | None = None) -> dict:
     from veilbench.gca.vectorized import run_parameter_sharing_vectorized
 
     torch.set_num_threads(1)
-    try:
-        from veilbench.gca.flower_app import run_flower_simulation
-        import flwr  # noqa: F401
-    except ImportError:
-        run_flower_simulation = None
-    clients = 20
-    per_client, rounds, epochs = (100, 2, 2) if args.quick else (1_250, 5, 10)
-    fed = build_federation(clients, per_client, seed=100)
-    cfg = FedConfig(rounds=rounds, local_epochs=epochs)
+    run_flower, flower_note = None, "left out (--no-flower)"
+    if not args.no_flower:
+        try:
+            import flwr
+
+            from veilbench.gca.flower_app import run_flower_simulation as run_flower
+            flower_note = f"flwr {flwr.__version__}, Ray backend, 1 client worker"
+        except ImportError:
+            flower_note = "not installed: no flower row"
     engines = {"sequential": run_parameter_sharing, "veilbench": run_parameter_sharing_vectorized}
-    rows = []
-    for protocol in ("fedavg",):
+    unit_repeats = 2
+    rows, summary = [], []
+    report = {"benchmark": "fl_rounds", "mode": mode, "rows": rows, "summary": summary,
+              "config": {"quick": args.quick, "clients": list(setting["clients"]), "records": setting["records"],
+                         "rounds": setting["rounds"], "local_epochs": setting["local_epochs"], "batch_size": 50,
+                         "protocol": PROTOCOL, "seed": SEED, "threads": 1,
+                         "model": "tabular AE 14-256-64-16 mirrored", "flower": flower_note,
+                         "unit": "CPU seconds of one sequential FedAvg round on the same federation",
+                         "timing": "process CPU time (Flower: this process and its descendants), one torch/BLAS "
+                                   f"thread; the unit is re-timed before and after every measurement; rows whose "
+                                   f"unit drifted more than {MAX_UNIT_DRIFT:.0%} are flagged"}}
+    for n_clients in setting["clients"]:
+        per_client = setting["records"] // n_clients
+        fed = build_federation(n_clients, per_client, seed=SEED)
+        cfg = FedConfig(rounds=setting["rounds"], local_epochs=setting["local_epochs"])
+
+        def unit(fed=fed, cfg=cfg):
+            return run_parameter_sharing(PROTOCOL, fed, replace(cfg, rounds=1), SEED)
+
+        results, cpu = {}, {}
         for engine, run in engines.items():
-            run(protocol, fed, FedConfig(rounds=1, local_epochs=1), 0)  # warm-up, untimed
-            start = time.perf_counter()
-            result = run(protocol, fed, cfg, 100)
-            elapsed = time.perf_counter() - start
-            rows.append({"engine": engine, "protocol": protocol, "clients": clients,
-                         "rounds_per_second": rounds / elapsed, "final_accuracy": float(result.accuracy[-1])})
-            print(f"{engine:>10} {protocol}: {rounds / elapsed:.3f} rounds/s, final accuracy {result.accuracy[-1]:.4f}")
-        if run_flower_simulation is not None:
-            start = time.perf_counter()
-            _, timed = run_flower_simulation([protocol, protocol], fed, cfg, 100)
-            total = time.perf_counter() - start
-            rows.append({"engine": "flower", "protocol": protocol, "clients": clients,
-                         "rounds_per_second": rounds / timed.seconds, "final_accuracy": float(timed.accuracy[-1]),
-                         "wall_seconds_including_startup": total})
-            print(f"{'flower':>10} {protocol}: {rounds / timed.seconds:.3f} rounds/s, final accuracy "
-                  f"{timed.accuracy[-1]:.4f} ({total:.1f} s with Ray start and warm-up run)")
-    report = {"benchmark": "fl_rounds", "rows": rows,
-              "config": {"quick": args.quick, "records_per_client": per_client, "rounds": rounds,
-                         "local_epochs": epochs, "batch_size": cfg.batch_size, "threads": 1,
-                         "model": "tabular AE 14-256-64-16 mirrored",
-                         "flower": ("flwr " + __import__("flwr").__version__ + ", Ray backend, 1 client worker"
-                                    if run_flower_simulation is not None else "not installed: no flower row"),
-                         "load_average_1min": os.getloadavg()[0]}}
-    write_json(args.out, report)
+            run(PROTOCOL, fed, FedConfig(rounds=1, local_epochs=1), 0)  # warm-up, untimed
+            results[engine], m = measure(lambda run=run: run(PROTOCOL, fed, cfg, SEED), unit, repeats=1,
+                                         unit_repeats=unit_repeats)
+            cpu[engine] = m["cpu_seconds"]
+            row = _row(engine, n_clients, per_client, cfg.rounds, m["cpu_seconds"], m, results[engine],
+                       results.get("sequential", results[engine]))
+            row["speedup_vs_sequential"] = cpu["sequential"] / m["cpu_seconds"]
+            rows.append(row)
+            print(f"{n_clients:3d} clients {engine:>10}: {row['rounds_per_second']:.3f} rounds/CPU-s, "
+                  f"{row['speedup_vs_sequential']:.2f}x sequential, drift {row['unit_drift']:.2f}, "
+                  f"max|Δθ| {row['max_abs_diff_vs_sequential']:.1e}", flush=True)
+        if run_flower is not None:
+            row = _flower_row(run_flower, fed, cfg, unit, n_clients, per_client, results["sequential"],
+                              cpu["sequential"], unit_repeats)
+            rows.append(row)
+            print(f"{n_clients:3d} clients {'flower':>10}: {row['rounds_per_second']} rounds/CPU-s, "
+                  f"{row['speedup_vs_sequential']}x sequential, drift {row['unit_drift']:.2f}", flush=True)
+        mine = [r for r in rows if r["clients"] == n_clients]
+        by = {r["engine"]: r for r in mine}
+        summary.append({"clients": n_clients, "veilbench_speedup_vs_sequential": by["veilbench"]["speedup_vs_sequential"],
+                        "target_ge_3x": by["veilbench"]["speedup_vs_sequential"] >= 3.0,
+                        "veilbench_max_abs_diff_vs_sequential": by["veilbench"]["max_abs_diff_vs_sequential"],
+                        "citable": mode == "full" and not any(r["unit_drift_flagged"] for r in mine)})
+        write_json(args.out, report)  # after every client count: an interrupted run keeps what it finished
     return report
 
 

@@ -1,20 +1,35 @@
-r"""Client-vectorised local step for parameter-sharing FL on the tabular MLP AE.
+r"""Client-vectorised local step for parameter-sharing FL: stacked clients, one standard Adam.
 
-The sequential simulator trains C client copies one after the other. Here the C copies are
-stacked: every ``Linear`` layer becomes weights ``W`` ``(C, out, in)`` and biases ``b`` ``(C, out)``,
-and one batched matrix product :math:`H_c \leftarrow H_c W_c^\top + b_c` advances all clients'
-mini-batches at once. Clients are independent because the total loss is
-:math:`\sum_c L_c` (client c's parameters only enter :math:`L_c`) and Adam is elementwise;
-clients with fewer mini-batches in an epoch are masked out of that step, with per-client Adam
-step counts (bias corrections as ``torch.optim.Adam``).
+The sequential local step (:func:`veilbench.gca.simulator.sequential_local_step`) trains C client
+copies of the global model :math:`\theta^{(r)}` one after the other. Here the C copies are one set
+of *stacked* tensors, every parameter tensor of shape ``(C, *shape)``, advanced together:
 
-Mini-batch order is drawn from the same ``numpy`` stream, in the same order (client-major,
-then epoch), as :func:`veilbench.gca.simulator.sequential_local_step`, so for the same seed
-both engines follow the same trajectory up to float summation order. The round loop,
-aggregation and evaluation are the simulator's (:func:`veilbench.gca.simulator.run_parameter_sharing`
-with :func:`vectorized_local_step`).
-Only ``kind="mlp"`` models are supported, and only schedules under which StepLR never fires
-within a round (fresh Adam per round, as in the simulator; e.g. the paper's step size 1,000).
+* **Gradient.** Client c's loss on its k-th mini-batch :math:`B_{c,k}` (Eq. 2 of the spec) is
+  :math:`L_c(\theta_c) = \sum_{b \in B_{c,k}} w_{c,k}\, \|x_b - f(\theta_c; x_b)\|_2^2` with
+  :math:`w_{c,k} = 1/|B_{c,k}|`; :class:`StackedGradient` returns every
+  :math:`\nabla_{\theta_c} L_c` at once (batched matrix products for the MLP AE, ``torch.func``
+  ``vmap(grad)`` for other modules). Clients whose batches have the same size share one call;
+  the FedProx term adds :math:`2\mu(\theta_c - \theta^{(r)})` (:math:`\mu\|\theta_c-\theta^{(r)}\|_2^2`,
+  spec §11.4).
+* **Optimiser.** One ``torch.optim.Adam`` with the run's StepLR (the simulator's
+  :class:`~veilbench.gca.training.LocalOptimizer`) over the stacked tensors. Adam is elementwise,
+  so it equals C independent Adams *provided every client has taken the same number of steps*:
+  torch keeps one step count per tensor, shared by the C rows. The clients therefore step in
+  lockstep from the round's fresh optimiser: client c's trajectory is its first
+  :math:`\tau_c = E\lceil N_c/B\rceil` steps (its E epochs back to back, the order of the
+  sequential step) and its row is copied out right after step :math:`\tau_c`; later updates of
+  that row (zero gradient) are discarded. Each kept step of client c is thus exactly its k-th step
+  of a fresh Adam, bias corrections :math:`1-\beta_{1,2}^{k}` included; no masked optimiser is
+  needed. A StepLR stepped per optimiser step fires at the same k for every client, so it is exact
+  too; one stepped per epoch is exact when every client has the same batches per epoch, or when it
+  never fires within a round (``local_epochs <= lr_step_size``); other settings are refused.
+
+Mini-batch order is drawn from the same ``numpy`` stream, in the same order (client-major, then
+epoch), as the sequential step. On the MLP AE every operation is the one the sequential step's
+autograd and Adam perform, element for element, so both engines give the same parameters (to the
+bit on the platforms tested; the tests allow 1e-5). The round loop, aggregation and evaluation are
+the simulator's (:func:`veilbench.gca.simulator.run_parameter_sharing` with
+:func:`vectorized_local_step`).
 """
 
 from __future__ import annotations
@@ -23,102 +38,208 @@ import numpy as np
 
 from veilbench.gca.federation import PARAMETER_SHARING, FedConfig, Federation, RunResult, initial_model
 from veilbench.gca.simulator import run_parameter_sharing
+from veilbench.gca.training import LocalOptimizer, n_batches
 from veilbench.validation import ValidationError
 
-BETA1, BETA2, ADAM_EPS = 0.9, 0.999, 1e-8
+
+def round_batches(sizes: np.ndarray, cfg: FedConfig, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    r"""Every client's mini-batches of one round as one padded index array.
+
+    Client c (``sizes[c]`` = :math:`N_c` rows) draws ``cfg.local_epochs`` permutations of its rows
+    from ``rng`` (clients in order, then epochs: the sequential step's draws); epoch e is cut into
+    :math:`\lceil N_c/B\rceil` batches of ``B = cfg.batch_size`` rows (the last one shorter) and
+    the epochs follow each other. Returns ``(rows (T, C, B) int64, counts (T, C) int64)`` with
+    :math:`T = \max_c \tau_c`: client c's k-th batch is ``rows[k, c, :counts[k, c]]`` (row indices
+    into its shard); ``counts[k, c] = 0`` once its :math:`\tau_c` steps are done.
+    """
+    bsz, epochs = int(cfg.batch_size), int(cfg.local_epochs)
+    nb = np.array([n_batches(n, bsz) for n in sizes])
+    total = int(nb.max()) * epochs
+    rows = np.zeros((total, len(sizes), bsz), dtype=np.int64)
+    counts = np.zeros((total, len(sizes)), dtype=np.int64)
+    for c, n in enumerate(sizes):
+        n = int(n)
+        perm = np.full((epochs, nb[c] * bsz), -1, dtype=np.int64)
+        for e in range(epochs):
+            perm[e, :n] = rng.permutation(n)
+        perm = perm.reshape(epochs * nb[c], bsz)
+        rows[: len(perm), c] = np.maximum(perm, 0)
+        counts[: len(perm), c] = (perm >= 0).sum(1)
+    return rows, counts
 
 
-def _layer_shapes(model) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
-    import torch
+def step_groups(counts: np.ndarray) -> list[tuple[np.ndarray, int]]:
+    """The clients of one step grouped by batch size: ``[(clients (C_s,), s), ...]`` for every
+    distinct non-zero count ``s`` in ``counts`` ``(C,)``; finished clients (count 0) are in none."""
+    return [(np.flatnonzero(counts == s), int(s)) for s in np.unique(counts) if s > 0]
 
-    linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
-    return [(tuple(m.weight.shape), tuple(m.bias.shape)) for m in linears]
+
+def check_schedule(sizes: np.ndarray, cfg: FedConfig) -> None:
+    """Refuse a per-epoch StepLR that would fire within a round on clients with different batch counts
+    (the stacked optimiser has one schedule; module doc)."""
+    nb = {n_batches(n, cfg.batch_size) for n in sizes}
+    if cfg.lr_step_unit == "epoch" and len(nb) > 1 and cfg.local_epochs > cfg.lr_step_size:
+        raise ValidationError(
+            f"lr_step_size: with a per-epoch StepLR and clients of different batch counts the vectorised engine "
+            f"needs local_epochs <= lr_step_size (no decay within a round); got lr_step_size={cfg.lr_step_size}, "
+            f"local_epochs={cfg.local_epochs}")
 
 
-def _stack(vector: np.ndarray, shapes, n_clients: int) -> list:
-    """Split a flat ``(P,)`` global vector into per-layer tensors repeated for every client."""
-    import torch
+class StackedGradient:
+    """Per-client gradients of the reconstruction loss for stacked copies of one template module.
 
-    vec = torch.as_tensor(vector, dtype=torch.float32)
-    out, offset = [], 0
-    for w_shape, b_shape in shapes:
-        for shape in (w_shape, b_shape):
+    ``grads(params, xb, wb)``: ``params`` the stacked tensors ``(C, *shape)`` in the template's
+    ``parameters()`` order, ``xb`` ``(C, B, d_x)`` mini-batches, ``wb`` ``(C, B)`` row weights;
+    returns :math:`\\nabla_{\\theta_c} \\sum_b w_{c,b}\\|x_{c,b} - f(\\theta_c; x_{c,b})\\|_2^2` for
+    every c, one ``(C, *shape)`` tensor per parameter. Two implementations of the same maths:
+
+    * an MLP (encoder and decoder ``nn.Sequential`` of ``Linear`` and ``ReLU`` layers, e.g. the
+      tabular AE) gets the backward pass written out with batched matrix products
+      (``torch.baddbmm``/``torch.bmm``): for a layer :math:`z = h W^\\top + b` with upstream
+      gradient :math:`\\delta = \\partial L/\\partial z` ``(C, B, out)``,
+      :math:`\\partial L/\\partial W = \\delta^\\top h`, :math:`\\partial L/\\partial b = \\sum_b \\delta_b`,
+      :math:`\\partial L/\\partial h = \\delta W`, a ReLU passing :math:`\\delta` where its output is
+      positive; the output gradient is :math:`2 w_b (f(x_b) - x_b)`. No autograd graph, no vmap.
+    * any other module (the conv AE) uses ``torch.func``:
+      ``vmap(grad(loss), in_dims=(0, 0, 0))`` with ``functional_call`` on the template.
+
+    The written-out MLP pass performs, per client, the products and ReLU masks autograd performs
+    for ``nn.Linear``/``nn.ReLU``, so it reproduces the sequential step's gradients to the bit on
+    the platforms tested, without autograd's or vmap's per-operation overhead. The batched
+    convolutions of the ``torch.func`` path sum in another order: gradients agree to float
+    rounding, and over many steps the two trajectories can drift further apart at isolated
+    parameters (a ReLU flipping on a near-zero pre-activation).
+    """
+
+    def __init__(self, spec) -> None:
+        import torch
+
+        self._torch = torch
+        self.template = initial_model(spec, 0)  # its parameter values are never read
+        self.shapes = [tuple(p.shape) for p in self.template.parameters()]
+        self.plan = self._mlp_plan(self.template)
+        self.grads = self._mlp_grads if self.plan is not None else self._func_grads()
+
+    def _mlp_plan(self, template) -> list[bool] | None:
+        """Per Linear layer, whether a ReLU follows it; None when the module is not such an MLP."""
+        nn = self._torch.nn
+        layers = [*getattr(template, "encoder", []), *getattr(template, "decoder", [])]
+        if getattr(template, "latent_shape", None) is not None or not layers or not isinstance(layers[0], nn.Linear):
+            return None
+        relu_after, linears = [], []
+        for layer in layers:
+            if isinstance(layer, nn.Linear) and layer.bias is not None:
+                relu_after.append(False)
+                linears.append(layer)
+            elif isinstance(layer, nn.ReLU) and not relu_after[-1]:
+                relu_after[-1] = True
+            else:
+                return None
+        order = [id(p) for layer in linears for p in (layer.weight, layer.bias)]
+        return relu_after if order == [id(p) for p in template.parameters()] else None
+
+    def _mlp_grads(self, params: list, xb, wb) -> list:
+        torch = self._torch
+        with torch.no_grad():
+            hs, h = [xb], xb
+            for k, relu in enumerate(self.plan):
+                h = torch.baddbmm(params[2 * k + 1][:, None, :], h, params[2 * k].transpose(1, 2))
+                if relu:
+                    h = h.relu_()
+                hs.append(h)
+            delta = (h - xb) * (2.0 * wb)[:, :, None]
+            grads = [None] * len(params)
+            for k in range(len(self.plan) - 1, -1, -1):
+                grads[2 * k] = torch.bmm(delta.transpose(1, 2), hs[k])
+                grads[2 * k + 1] = delta.sum(1)
+                if k > 0:
+                    delta = torch.bmm(delta, params[2 * k])
+                    if self.plan[k - 1]:  # ReLU backward: delta where the output is > 0 (autograd's kernel)
+                        delta = torch.ops.aten.threshold_backward(delta, hs[k], 0.0)
+        return grads
+
+    def _func_grads(self):
+        from torch.func import functional_call, grad, vmap
+
+        template = self.template
+        names = [name for name, _ in template.named_parameters()]
+
+        def loss(params, xb, wb):
+            recon = functional_call(template, dict(zip(names, params)), (xb,))
+            return (wb * ((xb - recon) ** 2).sum(1)).sum()
+
+        batched = vmap(grad(loss), in_dims=(0, 0, 0))
+        return lambda params, xb, wb: list(batched(tuple(params), xb, wb))
+
+    def stack(self, global_vec: np.ndarray, n_clients: int) -> list:
+        """``(C, *shape)`` leaf tensors in ``parameters()`` order, every row a copy of the flat ``(P,)`` ``global_vec``."""
+        torch = self._torch
+        vec = torch.as_tensor(np.asarray(global_vec), dtype=torch.float32)
+        out, offset = [], 0
+        for shape in self.shapes:
             n = int(np.prod(shape))
             out.append(vec[offset : offset + n].reshape(shape).expand(n_clients, *shape).clone().requires_grad_(True))
             offset += n
-    return out
+        return out
 
 
-def _forward(params: list, x):
-    """MLP forward of all clients, ``x`` (C, B, d) → (C, B, d); ReLU after every layer but latent and output."""
-    import torch
+def _local_round(model: StackedGradient, global_vec, xs, cfg: FedConfig, rng: np.random.Generator, prox: bool):
+    """All clients' ``cfg.local_epochs`` epochs from ``global_vec``; returns ``(local (C, P) float64, steps (C,))``.
 
-    h = x
-    n_layers = len(params) // 2
-    for k in range(n_layers):
-        w, b = params[2 * k], params[2 * k + 1]
-        h = torch.baddbmm(b[:, None, :], h, w.transpose(1, 2))
-        if k not in (n_layers // 2 - 1, n_layers - 1):
-            h = torch.relu(h)
-    return h
-
-
-def _local_round(global_vec, shapes, xs, cfg: FedConfig, rng: np.random.Generator, prox: bool):
-    """All clients' ``cfg.local_epochs`` epochs from ``global_vec``; returns ``(local (C, P), steps (C,))``."""
-    import torch
-
-    c = len(xs)
-    bsz = cfg.batch_size
-    perms = [[rng.permutation(x.shape[0]) for _ in range(cfg.local_epochs)] for x in xs]
-    n_batches = np.array([-(-x.shape[0] // bsz) for x in xs])
-    d = xs[0].shape[1]
-    padded = torch.zeros(c, max(x.shape[0] for x in xs), d)
-    for i, x in enumerate(xs):
-        padded[i, : x.shape[0]] = x
-    params = _stack(global_vec, shapes, c)
-    center = [p.detach().clone() for p in params] if prox else None
-    m = [torch.zeros_like(p) for p in params]
-    v = [torch.zeros_like(p) for p in params]
-    t = torch.zeros(c)
-    steps = np.zeros(c, dtype=np.int64)
-    for e in range(cfg.local_epochs):
-        for s in range(int(n_batches.max())):
-            idx = np.zeros((c, bsz), dtype=np.int64)
-            mask = np.zeros((c, bsz), dtype=np.float32)
-            for i in range(c):
-                part = perms[i][e][s * bsz : (s + 1) * bsz]
-                idx[i, : part.size] = part
-                mask[i, : part.size] = 1.0
-            active = torch.from_numpy(mask.sum(1) > 0)
-            mask_t = torch.from_numpy(mask)
-            xb = torch.gather(padded, 1, torch.from_numpy(idx)[:, :, None].expand(c, bsz, d))
-            sse = ((xb - _forward(params, xb)) ** 2).sum(2)
-            loss_c = (sse * mask_t).sum(1) / mask_t.sum(1).clamp(min=1.0)
-            if prox:
-                loss_c = loss_c + cfg.prox_mu * sum(((p - q) ** 2).flatten(1).sum(1) for p, q in zip(params, center))
-            grads = torch.autograd.grad(loss_c.sum(), params)
-            t = t + active.float()
+    Each step computes the gradient once per group of clients with the same batch size
+    (:func:`step_groups`), on exactly their rows: a padded batch would change the summation
+    order of the batched products and so the last bits, which the chaotic Adam trajectory of a
+    ReLU network amplifies. With one group (equal shards, no partial batch) the step is one call
+    on the stacked tensors themselves.
+    """
+    torch = model._torch
+    n_clients = len(xs)
+    sizes = np.array([x.shape[0] for x in xs])
+    check_schedule(sizes, cfg)
+    rows, counts = round_batches(sizes, cfg, rng)
+    taus = (counts > 0).sum(0).astype(np.int64)
+    per_epoch = n_batches(int(sizes.max()), cfg.batch_size)
+    pool = torch.cat(list(xs))
+    index = torch.from_numpy(rows + np.concatenate([[0], np.cumsum(sizes)[:-1]])[None, :, None])
+    inv = np.float32(1.0) / np.maximum(counts, 1).astype(np.float32)  # 1/|B_ck| as float32 division
+    weights = torch.from_numpy(np.broadcast_to(inv[:, :, None], rows.shape).copy())
+    params = model.stack(global_vec, n_clients)
+    center = [p[:1].detach().clone() for p in params] if prox and cfg.prox_mu > 0 else None
+    opt = LocalOptimizer.create(params, cfg.lr, cfg.lr_step_size, cfg.lr_gamma, cfg.lr_step_unit)
+    local = np.empty((n_clients, global_vec.shape[0]), dtype=np.float64)
+    for k in range(rows.shape[0]):
+        groups = step_groups(counts[k])
+        if len(groups) == 1 and groups[0][0].size == n_clients:
+            s = groups[0][1]
+            grads = model.grads(params, pool[index[k, :, :s]], weights[k, :, :s])
+        else:
+            grads = [torch.zeros_like(p) for p in params]
+            for idx, s in groups:
+                sel = torch.from_numpy(idx)
+                sub = model.grads([p.detach()[sel] for p in params], pool[index[k, sel, :s]], weights[k, sel, :s])
+                for g, g_sub in zip(grads, sub):
+                    g[sel] = g_sub
+        if center is not None:  # FedProx: + mu * 2 (theta_c - theta^(r)), rounded as autograd does
+            for g, p, q in zip(grads, params, center):
+                g.add_((p.detach() - q).mul_(2.0).mul_(cfg.prox_mu))
+        for p, g in zip(params, grads):
+            p.grad = g
+        opt.step()
+        if (k + 1) % per_epoch == 0:
+            opt.end_epoch()
+        done = np.flatnonzero(taus == k + 1)
+        if done.size:
             with torch.no_grad():
-                bc1 = 1.0 - BETA1 ** t.clamp(min=1.0)
-                bc2 = 1.0 - BETA2 ** t.clamp(min=1.0)
-                for p, g, m_k, v_k in zip(params, grads, m, v):
-                    shape = (c,) + (1,) * (p.dim() - 1)
-                    act = active.view(shape)
-                    m_k.copy_(torch.where(act, BETA1 * m_k + (1 - BETA1) * g, m_k))
-                    v_k.copy_(torch.where(act, BETA2 * v_k + (1 - BETA2) * g * g, v_k))
-                    denom = (v_k.sqrt() / bc2.sqrt().view(shape)) + ADAM_EPS
-                    p.sub_(torch.where(act, (cfg.lr / bc1.view(shape)) * m_k / denom, torch.zeros_like(p)))
-            steps += active.numpy().astype(np.int64)
-    local = torch.cat([p.detach().flatten(1) for p in params], dim=1).double().numpy()
-    return local, steps
+                local[done] = torch.cat([p[done].flatten(1) for p in params], dim=1).double().numpy()
+    return local, taus
 
 
 def vectorized_local_step(spec):
     """A :data:`~veilbench.gca.simulator.LocalStep` advancing all clients at once (module doc)."""
-    shapes = _layer_shapes(initial_model(spec, 0))
+    model = StackedGradient(spec)
 
     def step(global_vec, xs, cfg, rng, prox):
-        return _local_round(global_vec, shapes, xs, cfg, rng, prox)
+        return _local_round(model, global_vec, xs, cfg, rng, prox)
 
     return step
 
@@ -127,11 +248,5 @@ def run_parameter_sharing_vectorized(method: str, fed: Federation, cfg: FedConfi
     """Same protocol and outputs as :func:`veilbench.gca.simulator.run_parameter_sharing`, clients batched."""
     if method not in PARAMETER_SHARING:
         raise ValidationError(f"method: must be one of {PARAMETER_SHARING}, got {method!r}")
-    if fed.spec.kind != "mlp":
-        raise ValidationError(f"spec.kind: the vectorised engine supports 'mlp' only, got {fed.spec.kind!r}")
-    per_round = cfg.local_epochs * (1 if cfg.lr_step_unit == "epoch" else max(-(-fed.sizes // cfg.batch_size)))
-    if per_round >= cfg.lr_step_size:
-        raise ValidationError(
-            f"lr_step_size: the vectorised engine has no StepLR; need > {per_round} scheduler steps per round "
-            f"so the schedule never fires, got {cfg.lr_step_size}")
+    check_schedule(fed.sizes, cfg)
     return run_parameter_sharing(method, fed, cfg, seed, local_step=vectorized_local_step)
