@@ -54,6 +54,7 @@ def _band(values: np.ndarray, m_test: int) -> tuple[float, float]:
     return float(values.mean()), float(4.0 * values.std(ddof=1) + 1.0 / m_test)
 
 
+@pytest.mark.slow  # a Ray start and 2 × 6 simulator runs
 @pytest.mark.parametrize("method", ["fedavg", "gca"])
 def test_flower_agrees_with_the_simulator_within_seed_noise(flower_runs, method):
     fed = hard_federation()
