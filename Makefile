@@ -45,11 +45,11 @@ install-browser:
 	  ((apt-get install -y -q chromium || (apt-get update -q && apt-get install -y -q chromium)) >/dev/null 2>&1) || \
 	  echo "install-browser: could not install chromium; the browser tests will be skipped"
 
-# The suite on TEST_WORKERS pytest-xdist workers; tests/conftest.py keeps the tests that share a
-# module-scoped fixture (or Ray/Flower) on one worker (--dist loadgroup) and orders the run, slow
-# tests first (kept by --no-loadscope-reorder).
+# The suite on TEST_WORKERS pytest-xdist workers, one test file per worker at a time (module-scoped
+# fixtures are built once); tests/conftest.py orders the files, those with slow tests first
+# (kept by --no-loadscope-reorder).
 TEST_WORKERS ?= 2
-PYTEST = PREFECT_HOME=$$(mktemp -d) $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
+PYTEST = PREFECT_HOME=$$(mktemp -d) $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 test: $(STAMP)
 	-@$(MAKE) --no-print-directory install-browser

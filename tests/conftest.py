@@ -4,16 +4,18 @@ Environment is set before Prefect/MLflow are imported anywhere: telemetry off, t
 PREFECT_HOME in a temporary folder (never the user's; one per pytest-xdist worker), a generous
 server start-up timeout.
 
-Under pytest-xdist (``make test``: ``pytest -n 2 --dist loadgroup --no-loadscope-reorder``) every
-session-scoped fixture is built once per worker, and :func:`pytest_collection_modifyitems` keeps
-the tests that share a module-scoped fixture, or a process-wide resource (:data:`SHARED_RESOURCE`),
-on one worker, and starts the slow tests first so the quick ones fill the gaps at the end.
+Under pytest-xdist (``make test``: ``pytest -n 2 --dist loadfile --no-loadscope-reorder``) each
+test file runs on one worker (its module-scoped fixtures are built once), every session-scoped
+fixture once per worker; :func:`pytest_collection_modifyitems` starts the files with slow tests
+first, and :func:`ray_lock` keeps two workers from starting Ray/Flower at the same time.
 """
 
 from __future__ import annotations
 
 import tasks  # noqa: F401,I001 - first: pins the CPU code paths before numpy/torch load (tasks.numerics), as every stage process does
 
+import contextlib
+import fcntl
 import os
 import shutil
 import tempfile
@@ -45,48 +47,37 @@ os.environ.pop("MLFLOW_TRACKING_URI", None)
 
 REPO = Path(__file__).resolve().parents[1]
 
-#: Test modules (relative to the repository) that use a resource of which one machine runs one at a
-#: time, → the xdist group that keeps them on one worker: Ray and Flower's SuperLink ports.
-SHARED_RESOURCE = {
-    "tests/gca/test_flower_app.py": "flower",
-    "tests/gca/test_flower_project.py": "flower",
-}
+
+@contextlib.contextmanager
+def exclusive(resource: str):
+    """Hold an exclusive lock (``fcntl.flock``) named ``resource`` shared by every process of this
+    machine: two pytest-xdist workers never start, e.g., a Ray cluster and a Flower SuperLink at once."""
+    with open(Path(tempfile.gettempdir()) / f"veilbench-test-{resource}.lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _group(item: pytest.Item) -> str | None:
-    """The xdist group of ``item``: the :data:`SHARED_RESOURCE` group of its module; else its
-    module's path when a fixture it uses is module- (or class-, package-) scoped, built once per
-    module, so that module's tests must share a worker; else None (free to run anywhere)."""
-    path = item.path.relative_to(REPO).as_posix() if item.path.is_relative_to(REPO) else str(item.path)
-    if path in SHARED_RESOURCE:
-        return SHARED_RESOURCE[path]
-    for defs in item._fixtureinfo.name2fixturedefs.values():
-        if any(d.scope in ("module", "class", "package") for d in defs):
-            return path
-    return None
+@pytest.fixture(scope="module")
+def ray_lock() -> None:
+    """:func:`exclusive` ``("ray")`` held until the end of the requesting module (Ray, Flower)."""
+    with exclusive("ray"):
+        yield
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark each test with its :func:`_group` (``xdist_group``; used by ``--dist loadgroup``) and
-    order the run: groups holding a slow test first, then ungrouped slow tests, then the rest
-    (each keeping collection order). The first ones dispatched are then the longest, so the two
-    workers finish close together."""
-    groups = {id(item): _group(item) for item in items}
-    slow_groups = {g for item in items if (g := groups[id(item)]) and item.get_closest_marker("slow")}
-    for item in items:
-        if groups[id(item)]:
-            item.add_marker(pytest.mark.xdist_group(groups[id(item)]))
-
-    def rank(item: pytest.Item) -> int:
-        g = groups[id(item)]
-        return 0 if g in slow_groups else 1 if item.get_closest_marker("slow") else 2
-
+    """Order the run: the test files holding a slow test first, then the others (each file's tests
+    together, in collection order). ``--dist loadfile --no-loadscope-reorder`` hands the files to
+    the workers in this order, so the longest start first and the quick ones fill the gaps."""
     order = {id(item): i for i, item in enumerate(items)}
-    first = {}  # a group runs where its first member was collected (keeps a module's tests together)
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    first: dict[Path, int] = {}
     for item in items:
-        first.setdefault(groups[id(item)] or id(item), order[id(item)])
-    items.sort(key=lambda it: (rank(it), first[groups[id(it)] or id(it)], order[id(it)]))
+        first.setdefault(item.path, order[id(item)])
+    items.sort(key=lambda it: (it.path not in slow_files, first[it.path], order[id(it)]))
 
 
 def tiny_params(**overrides: object) -> dict:

@@ -42,7 +42,7 @@ def hard_federation(seed: int = 0, d: int = 6, sizes=(40, 40, 40), m: int = 60) 
 
 
 @pytest.fixture(scope="module")
-def flower_runs():
+def flower_runs(ray_lock):
     pytest.importorskip("flwr")  # optional extra; everything else here runs without it
     from veilbench.gca.flower_app import run_flower_simulation
 
