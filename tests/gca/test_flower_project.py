@@ -95,6 +95,7 @@ def test_final_metrics_of_each_method_and_a_run_with_no_replies() -> None:
         task.final_metrics("fedavg", {"evaluate": {}, "train": {}})
 
 
+@pytest.mark.slow
 def test_app_components_are_created_at_import() -> None:
     """``flwr`` loads ``module:attribute`` statically (no module ``__getattr__``)."""
     pytest.importorskip("flwr")
