@@ -52,7 +52,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="time `make test-fast` (the tests not marked slow)")
     parser.add_argument("--out", type=Path, default=REPO / "reports" / "bench" / "test_suite.json")
-    parser.add_argument("make_args", nargs="*", help="extra arguments for make (e.g. TEST_WORKERS=1)")
+    parser.add_argument("make_args", nargs="*", help="extra arguments for make, after -- (e.g. -- TEST_WORKERS=1)")
     args = parser.parse_args()
     target = "test-fast" if args.quick else "test"
     with tempfile.TemporaryDirectory(prefix="veilbench-test-suite-") as tmp:
