@@ -1,6 +1,8 @@
 # Two commands do all the set-up on a fresh machine with Python 3.11 and git:
 #   make run    installs what is missing (.venv) and runs the full pipeline on the embedded data
 #   make test   installs what is missing (.venv) and runs the test suite
+# (make test-fast: the tests not marked slow, for the edit loop; make test-timed: make test, timed,
+#  into reports/bench/test_suite.json)
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -19,7 +21,7 @@ export OPENBLAS_NUM_THREADS ?= 1
 export MKL_NUM_THREADS ?= 2
 export NUMBA_NUM_THREADS ?= 2
 
-.PHONY: run test install install-browser bench bench-quick clean-outputs data reproduce
+.PHONY: run test test-fast test-timed install install-browser bench bench-quick clean-outputs data reproduce
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -43,9 +45,23 @@ install-browser:
 	  ((apt-get install -y -q chromium || (apt-get update -q && apt-get install -y -q chromium)) >/dev/null 2>&1) || \
 	  echo "install-browser: could not install chromium; the browser tests will be skipped"
 
+# The suite on TEST_WORKERS pytest-xdist workers, one test file per worker at a time (module-scoped
+# fixtures are built once); tests/conftest.py orders the files, those with slow tests first
+# (kept by --no-loadscope-reorder).
+TEST_WORKERS ?= 2
+PYTEST = PREFECT_HOME=$$(mktemp -d) $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+
 test: $(STAMP)
 	-@$(MAKE) --no-print-directory install-browser
-	PREFECT_HOME=$$(mktemp -d) $(BIN)/python -m pytest -q
+	$(PYTEST)
+
+# The edit loop: every test not marked slow.
+test-fast: $(STAMP)
+	$(PYTEST) -m "not slow"
+
+# `make test` timed, with pytest's tally: reports/bench/test_suite.json (benchmarks/bench_test_suite.py).
+test-timed: $(STAMP)
+	$(BIN)/python benchmarks/bench_test_suite.py
 
 # Real data for params.paper.yaml, from Debian's archive (nothing is downloaded at run time):
 # dataset-fashion-mnist (Zalando's Fashion-MNIST, licence Expat/MIT) → /usr/share/datasets/fashion-mnist.

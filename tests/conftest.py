@@ -1,13 +1,21 @@
 """Shared fixtures: quiet, bounded environment; a tiny params.yaml; one Prefect test server.
 
 Environment is set before Prefect/MLflow are imported anywhere: telemetry off, threads ≤ 1,
-PREFECT_HOME in a temporary folder (never the user's), a generous server start-up timeout.
+PREFECT_HOME in a temporary folder (never the user's; one per pytest-xdist worker), a generous
+server start-up timeout.
+
+Under pytest-xdist (``make test``: ``pytest -n 2 --dist loadfile --no-loadscope-reorder``) each
+test file runs on one worker (its module-scoped fixtures are built once), every session-scoped
+fixture once per worker; :func:`pytest_collection_modifyitems` starts the files with slow tests
+first, and :func:`ray_lock` keeps two workers from starting Ray/Flower at the same time.
 """
 
 from __future__ import annotations
 
 import tasks  # noqa: F401,I001 - first: pins the CPU code paths before numpy/torch load (tasks.numerics), as every stage process does
 
+import contextlib
+import fcntl
 import os
 import shutil
 import tempfile
@@ -32,10 +40,44 @@ for key, value in {
     "NUMBA_NUM_THREADS": "1",
 }.items():
     os.environ.setdefault(key, value)
+if os.environ.get("PYTEST_XDIST_WORKER"):  # one Prefect home per worker (profiles, local result storage)
+    os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix=f"veilbench-test-prefect-{os.environ['PYTEST_XDIST_WORKER']}-")
 os.environ.pop("PREFECT_API_URL", None)
 os.environ.pop("MLFLOW_TRACKING_URI", None)
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+@contextlib.contextmanager
+def exclusive(resource: str):
+    """Hold an exclusive lock (``fcntl.flock``) named ``resource`` shared by every process of this
+    machine: two pytest-xdist workers never start, e.g., a Ray cluster and a Flower SuperLink at once."""
+    with open(Path(tempfile.gettempdir()) / f"veilbench-test-{resource}.lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@pytest.fixture(scope="module")
+def ray_lock() -> None:
+    """:func:`exclusive` ``("ray")`` held until the end of the requesting module (Ray, Flower)."""
+    with exclusive("ray"):
+        yield
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Order the run: the test files holding a slow test first, then the others (each file's tests
+    together, in collection order). ``--dist loadfile --no-loadscope-reorder`` hands the files to
+    the workers in this order, so the longest start first and the quick ones fill the gaps."""
+    order = {id(item): i for i, item in enumerate(items)}
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    first: dict[Path, int] = {}
+    for item in items:
+        first.setdefault(item.path, order[id(item)])
+    items.sort(key=lambda it: (it.path not in slow_files, first[it.path], order[id(it)]))
 
 
 def tiny_params(**overrides: object) -> dict:

@@ -2,7 +2,8 @@
 
 Checks the reproducibility contract: a second ``dvc repro`` reruns nothing, and changing one ε
 reruns only the stages of the sweep that holds it (plus the report), and inside them recomputes
-only the cell with that ε.
+only the cell with that ε; ``veilbench run`` plans with DVC and writes the lock ``dvc repro`` would.
+One project serves both commands (each full pipeline run here costs a process per stage).
 """
 
 from __future__ import annotations
@@ -55,53 +56,36 @@ def dvc_repo(tmp_path: Path, prefect_server: str) -> tuple[Path, dict[str, str]]
     return tmp_path, env
 
 
-def test_dvc_repro_is_incremental(dvc_repo: tuple[Path, dict[str, str]]) -> None:
+def test_dvc_repro_is_incremental_and_veilbench_run_keeps_its_lock(dvc_repo: tuple[Path, dict[str, str]]) -> None:
+    """`dvc repro` runs every stage's ``cmd`` once and then nothing; `veilbench run` (stale stages in
+    one process, planned by DVC) agrees that nothing is stale; after one ε changes it reruns only
+    that sweep's stages and, inside them, only that cell, and locks them exactly as `dvc repro` would
+    (a following `dvc repro` reruns nothing)."""
     root, env = dvc_repo
     dvc = [sys.executable, "-m", "dvc"]
+    veilbench = [sys.executable, "-m", "flows.cli", "run"]
     params = yaml.safe_load((root / "params.yaml").read_text())
-    del params["sweeps"]["ss-identity"]  # one sweep is enough here: every stage is its own process (~12 s)
+    del params["sweeps"]["ss-identity"]  # one sweep is enough here: every stage is its own process
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     first = _stages_run(_run([*dvc, "repro"], root, env))
     assert first == {"prepare@digits", "embed@digits-pca", "release@ss", "integrate@ss", "attack@ss", "evaluate@ss", "report"}
     assert (root / "reports/index.md").is_file() and (root / "reports/sweeps/ss/metrics.json").is_file()
-
     assert _stages_run(_run([*dvc, "repro"], root, env)) == set(), "a second repro must rerun nothing"
 
-    params = yaml.safe_load((root / "params.yaml").read_text())
-    params["sweeps"]["ss"]["grid"]["epsilon"] = [4.0, 16.0]
-    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    third = _stages_run(_run([*dvc, "repro"], root, env))
-    assert third == {"release@ss", "integrate@ss", "attack@ss", "evaluate@ss", "report"}
-    release = json.loads((root / "data/release/ss/sweep.json").read_text())
-    assert release["computed"] == ["epsilon=16.0"] and sorted(release["reused"]) == ["epsilon=4.0", "mechanism=clean"]
-    assert set(json.loads((root / "reports/sweeps/ss/metrics.json").read_text())) == {
-        "epsilon=4.0", "epsilon=16.0", "mechanism=clean"}
-    shown = json.loads(_run([*dvc, "metrics", "show", "--json"], root, env))
-    (workspace,) = shown.values()
-    assert workspace["data"]["reports/sweeps/ss/summary.json"]["data"]["cells"] == 3
-
-
-def test_veilbench_run_in_process_writes_the_same_lock(dvc_repo: tuple[Path, dict[str, str]]) -> None:
-    """`veilbench run` executes stale stages in one process; DVC's lock must then be exactly as
-    after `dvc repro` (nothing stale, nothing rerun), and edits stay incremental."""
-    root, env = dvc_repo
-    dvc = [sys.executable, "-m", "dvc"]
-    veilbench = [sys.executable, "-m", "flows.cli", "run"]
-    first = _stages_run(_run(veilbench, root, env))
-    assert {"prepare@digits", "embed@digits-pca", "release@ss", "evaluate@ss-identity", "report"} <= first
-    assert (root / "reports/index.md").is_file() and (root / "dvc.lock").is_file()
-
-    assert "up to date" in _run([*dvc, "status"], root, env).lower()
-    assert _stages_run(_run([*dvc, "repro"], root, env)) == set(), "dvc repro after veilbench run must rerun nothing"
-    assert _stages_run(_run(veilbench, root, env)) == set()
+    assert _stages_run(_run(veilbench, root, env)) == set(), "veilbench run after dvc repro must rerun nothing"
     from flows.pipeline import reproduce_in_process
 
     assert reproduce_in_process(root, before_execute=lambda: pytest.fail("up to date: no server needed")) == []
 
-    params = yaml.safe_load((root / "params.yaml").read_text())
     params["sweeps"]["ss"]["grid"]["epsilon"] = [4.0, 16.0]
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     assert _stages_run(_run(veilbench, root, env)) == {"release@ss", "integrate@ss", "attack@ss", "evaluate@ss", "report"}
     release = json.loads((root / "data/release/ss/sweep.json").read_text())
     assert release["computed"] == ["epsilon=16.0"] and sorted(release["reused"]) == ["epsilon=4.0", "mechanism=clean"]
-    assert _stages_run(_run([*dvc, "repro"], root, env)) == set()
+    assert set(json.loads((root / "reports/sweeps/ss/metrics.json").read_text())) == {
+        "epsilon=4.0", "epsilon=16.0", "mechanism=clean"}
+    assert "up to date" in _run([*dvc, "status"], root, env).lower()
+    assert _stages_run(_run([*dvc, "repro"], root, env)) == set(), "dvc repro after veilbench run must rerun nothing"
+    shown = json.loads(_run([*dvc, "metrics", "show", "--json"], root, env))
+    (workspace,) = shown.values()
+    assert workspace["data"]["reports/sweeps/ss/summary.json"]["data"]["cells"] == 3

@@ -23,6 +23,7 @@ def test_pin_sets_what_is_unset_and_keeps_the_users_choice() -> None:
     assert pin_cpu_code_paths(arm, machine="aarch64") == RESULT_THREADS, "no x86 code paths on arm64"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"), reason="x86-64 code paths")
 def test_importing_tasks_pins_the_libraries_before_they_load() -> None:
     probe = ("import tasks, json, numpy, torch; from threadpoolctl import threadpool_info; "

@@ -118,6 +118,7 @@ def test_tabular_csv_with_the_gca_paper_preprocessing(tmp_path) -> None:
 REAL = SYSTEM_DIRS["fashion_mnist"][0]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not (REAL / "train-images-idx3-ubyte.gz").is_file(), reason="run `make data` (Debian's dataset-fashion-mnist)")
 def test_real_debian_fashion_mnist_loads(monkeypatch, tmp_path) -> None:
     monkeypatch.chdir(tmp_path)

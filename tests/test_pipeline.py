@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ from tasks.prepare import prepare
 from tasks.release import release
 from tasks.report import report
 from tasks.sweep import summarise
+from tests.conftest import tiny_params
 from veilbench.io import read_bundle
 
 CELL_STAGES = (release, integrate, attack, evaluate)
@@ -34,9 +36,21 @@ def _cell_json(root: Path, sweep: str, cell: str) -> dict:
     return json.loads((root / "reports/sweeps" / sweep / "cells" / f"{cell}.json").read_text())
 
 
+@pytest.fixture(scope="module")
+def pipeline_built(tmp_path_factory: pytest.TempPathFactory, migrated_mlflow_db: Path) -> Path:
+    """Both tiny sweeps run once for this module (every stage is given its root explicitly);
+    tests read or change a copy (:func:`pipeline_run`)."""
+    root = tmp_path_factory.mktemp("pipeline")
+    (root / "params.yaml").write_text(yaml.safe_dump(tiny_params(), sort_keys=False))
+    shutil.copy(migrated_mlflow_db, root / "mlflow.db")
+    _run_all(root)
+    return root
+
+
 @pytest.fixture
-def pipeline_run(workdir: Path, mlflow_store: Path) -> Path:
-    _run_all(workdir)
+def pipeline_run(pipeline_built: Path, workdir: Path) -> Path:
+    """A private copy of :func:`pipeline_built` in ``workdir`` (``VEILBENCH_ROOT``)."""
+    shutil.copytree(pipeline_built, workdir, dirs_exist_ok=True)
     return workdir
 
 
@@ -126,15 +140,12 @@ def test_report_builds_tables_and_figures(pipeline_run: Path) -> None:
     assert by_cell["mechanism=clean"]["x"] is None, "references have no ε and are drawn as lines"
 
 
-def test_same_params_and_seed_give_identical_metrics(workdir: Path, mlflow_store: Path) -> None:
-    _run_all(workdir, ("ss",))
-    first = _cell_json(workdir, "ss", "epsilon=4.0")
+def test_same_params_and_seed_give_identical_metrics(pipeline_run: Path) -> None:
+    first = _cell_json(pipeline_run, "ss", "epsilon=4.0")
     for sub in ("data/release", "data/integrate", "data/attack", "reports/sweeps"):
-        import shutil
-
-        shutil.rmtree(workdir / sub)
-    _run_all(workdir, ("ss",))
-    second = _cell_json(workdir, "ss", "epsilon=4.0")
+        shutil.rmtree(pipeline_run / sub)
+    _run_all(pipeline_run, ("ss",))
+    second = _cell_json(pipeline_run, "ss", "epsilon=4.0")
     assert first == second, "the whole record, seal included: its timings are in the sidecar"
 
 

@@ -60,6 +60,7 @@ def _tables(text: str) -> list[list[list[str]]]:
     return tables
 
 
+@pytest.mark.slow  # builds the report of every committed sweep
 def test_the_first_60_lines_answer_every_family_with_narrow_tables(built: dict) -> None:
     text = (built["root"] / "reports" / "index.md").read_text()
     head = "\n".join(text.splitlines()[:60])
@@ -83,6 +84,7 @@ def _metric_of(header: str) -> str | None:
 NUM = r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?"
 
 
+@pytest.mark.slow
 def test_no_interval_leaves_a_bounded_metric_range_and_flags_are_counts(built: dict) -> None:
     reports = built["root"] / "reports"
     pages = [reports / "index.md", *(reports / f"{f}.md" for f in FAMILIES)]
@@ -127,6 +129,7 @@ def test_interval_formatting_clips_counts_and_follows_the_interval() -> None:
     assert below == pytest.approx([0.05, 0.1]) and above == pytest.approx([0.01, 0.1]), "figure bars clipped too"
 
 
+@pytest.mark.slow
 def test_every_figure_has_its_legend_outside_the_axes_and_no_overlapping_labels(built: dict) -> None:
     layouts = built["layouts"]
     figures = {p.name for p in (built["root"] / "reports" / "figures").glob("*.png")}
@@ -143,6 +146,7 @@ def test_every_figure_has_its_legend_outside_the_axes_and_no_overlapping_labels(
                 assert not labels[a].overlaps(labels[b]), f"{name}: two text labels overlap"
 
 
+@pytest.mark.slow
 def test_index_html_is_self_contained_and_every_figure_loads_in_chromium(built: dict, tmp_path: Path) -> None:
     from tests.test_report_html import PROBE, _render
 

@@ -18,6 +18,7 @@ TIMING = {"fit_seconds", "fit_seconds_range", "transform_seconds_per_record", "u
 
 @pytest.mark.skipif(not (DATA / "train-images-idx3-ubyte.gz").is_file(),
                     reason="Fashion-MNIST IDX files absent: apt-get install dataset-fashion-mnist")
+@pytest.mark.slow
 def test_quick_benchmark_schema(tmp_path):
     report = run_quick("bench_integration_scaling.py", "--output", tmp_path / "integration_scaling.json", timeout=300)
     assert report["benchmark"] == "integration_scaling" and report["mode"] == "quick"

@@ -18,6 +18,7 @@ def test_half_noise_dp_fedavg_round_is_caught() -> None:
     assert result.violated, (result.audit.epsilon_lower_bound, result.epsilon_claimed)
 
 
+@pytest.mark.slow
 def test_half_noise_dp_fedavg_round_is_caught_at_the_default_run_size() -> None:
     """Default DP-FedAvg settings (z ≈ 1, δ = 1e-5, one-round ε ≈ 4.7): the default (auto) run count
     has ≥ 95 % power against a half-noise server, can certify more than the claim, and flags it."""

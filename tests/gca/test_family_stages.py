@@ -47,6 +47,7 @@ def test_paper_selection_dominates_matched_dominates_final(digits_inputs):
     assert m["utility_accuracy_paper"] >= m["utility_accuracy_matched"] >= m["utility_accuracy_final"]
 
 
+@pytest.mark.slow
 def test_fedavg_and_dpfedavg_cells(digits_inputs):
     longer = {**TINY, "rounds": 4, "local_epochs": 5, "batch_size": 20}
     fed = _run(digits_inputs, F.Params(method="fedavg", **longer), 1)

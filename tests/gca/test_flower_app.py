@@ -42,7 +42,7 @@ def hard_federation(seed: int = 0, d: int = 6, sizes=(40, 40, 40), m: int = 60) 
 
 
 @pytest.fixture(scope="module")
-def flower_runs():
+def flower_runs(ray_lock):
     pytest.importorskip("flwr")  # optional extra; everything else here runs without it
     from veilbench.gca.flower_app import run_flower_simulation
 
@@ -54,6 +54,7 @@ def _band(values: np.ndarray, m_test: int) -> tuple[float, float]:
     return float(values.mean()), float(4.0 * values.std(ddof=1) + 1.0 / m_test)
 
 
+@pytest.mark.slow  # a Ray start and 2 × 6 simulator runs
 @pytest.mark.parametrize("method", ["fedavg", "gca"])
 def test_flower_agrees_with_the_simulator_within_seed_noise(flower_runs, method):
     fed = hard_federation()

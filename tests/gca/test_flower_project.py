@@ -95,6 +95,7 @@ def test_final_metrics_of_each_method_and_a_run_with_no_replies() -> None:
         task.final_metrics("fedavg", {"evaluate": {}, "train": {}})
 
 
+@pytest.mark.slow
 def test_app_components_are_created_at_import() -> None:
     """``flwr`` loads ``module:attribute`` statically (no module ``__getattr__``)."""
     pytest.importorskip("flwr")
@@ -150,7 +151,8 @@ def _kill_local_superlink(port: int) -> None:
 
 
 @pytest.mark.slow
-def test_flwr_run_on_the_simulation_engine(exported: Path, tmp_path: Path, migrated_mlflow_db: Path) -> None:
+def test_flwr_run_on_the_simulation_engine(exported: Path, tmp_path: Path, migrated_mlflow_db: Path,
+                                           ray_lock: None) -> None:
     pytest.importorskip("flwr")
     from tasks.flower_launch import free_ports, run_app, write_flower_config
 
@@ -181,7 +183,7 @@ def test_flwr_run_on_the_simulation_engine(exported: Path, tmp_path: Path, migra
 
 @pytest.mark.slow
 def test_flwr_run_on_a_local_deployment_with_two_supernodes(exported: Path, tmp_path: Path,
-                                                             migrated_mlflow_db: Path) -> None:
+                                                             migrated_mlflow_db: Path, ray_lock: None) -> None:
     pytest.importorskip("flwr")
     from tasks.flower_launch import LocalDeployment, run_app, run_log
 

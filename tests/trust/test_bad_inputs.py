@@ -347,6 +347,7 @@ def test_bad_cli_usage_exits_non_zero_with_a_message(case: str, trust_root: Path
     assert tree_digest(trust_root) == before
 
 
+@pytest.mark.slow
 def test_installed_command_rejects_bad_params_and_bad_stage(trust_root: Path) -> None:
     """The real console script (two subprocesses): exit status 2, message on stderr, no traceback."""
     exe = REPO / ".venv" / "bin" / "veilbench"

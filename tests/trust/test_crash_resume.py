@@ -28,6 +28,7 @@ from veilbench.io import ARRAYS, MANIFEST, TIMINGS, read_bundle, read_json
 SLOW = "slow"
 CELLS = ["epsilon=1.0", "epsilon=2.0", "epsilon=4.0"]
 EXPERIMENT = trust_params()["tracking"]["experiment"]
+pytestmark = pytest.mark.slow  # subprocess stage runs on a copy of the populated root
 
 def _slow_params(root: Path) -> dict:
     params = with_user_path(trust_params(), root, "user/mine.npz")

@@ -21,6 +21,8 @@ import pytest
 
 from veilbench.families import FAMILY_MODULES
 
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[2]
 SEEDS = (0, 1)
 FAMILIES = [f for f, module in FAMILY_MODULES.items() if (REPO / (module.replace(".", "/") + ".py")).is_file()]
@@ -35,21 +37,32 @@ THREAD_SENSITIVE = {
 }
 
 
-def _run(threads: int, seeds: tuple[int, ...]) -> dict:
+def _start(threads: int, seeds: tuple[int, ...]) -> subprocess.Popen:
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "OPENBLAS_NUM_THREADS": str(threads),
            "MKL_NUM_THREADS": str(threads), "PYTHONHASHSEED": "0"}
-    proc = subprocess.run(
+    return subprocess.Popen(
         [sys.executable, "-m", "tests.trust.family_runs", ",".join(FAMILIES), *map(str, seeds)],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _result(proc: subprocess.Popen) -> dict:
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err[-3000:]
+    return json.loads(out.strip().splitlines()[-1])
 
 
 @pytest.fixture(scope="module")
 def runs() -> dict[int, dict]:
-    """Thread count → family → seed → [metrics of each run]."""
-    return {1: _run(1, (SEEDS[0], SEEDS[0], SEEDS[1])), 2: _run(2, (SEEDS[0],))}
+    """Thread count → family → seed → [metrics of each run] (the two processes run side by side)."""
+    procs = {1: _start(1, (SEEDS[0], SEEDS[0], SEEDS[1])), 2: _start(2, (SEEDS[0],))}
+    try:
+        return {threads: _result(proc) for threads, proc in procs.items()}
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
 
 
 def _family(runs: dict[int, dict], family: str) -> dict[int, dict]:
