@@ -42,6 +42,7 @@ TARGETS: dict[str, list[str]] = {
         "tests/scoreshield/test_calibration.py",
         "tests/scoreshield/test_audit.py",
         "tests/test_ledger.py",
+        "tests/privacy",
         "-k",
         "not default_run_size and not grows_with_the_run_count and not default_record",
     ],
