@@ -47,7 +47,7 @@ TARGETS: dict[str, list[str]] = {
         "not default_run_size and not grows_with_the_run_count and not default_record",
     ],
     "veilbench/dc/kernel.py": ["tests/dc/test_kernel.py"],
-    "veilbench/gca/gca.py": ["tests/gca/test_simulator.py"],
+    "veilbench/gca/gca.py": ["tests/gca/test_simulator.py", "tests/gca/test_gca_mutants.py"],
     "veilbench/anchornoise/mechanisms.py": ["tests/anchornoise/test_anchor_and_mechanisms.py"],
 }
 
