@@ -131,6 +131,10 @@ def run_module(module: str, tests: list[str], budget: float, children: int) -> d
         shutil.rmtree(work, ignore_errors=True)
     counted = sum(int(stats.get(k, 0)) for k in ("killed", "survived", "timeout", "suspicious", "no_tests",
                                                   "skipped", "segfault"))
+    if counted == 0 and int(stats.get("total", 0)) > 0:
+        # mutmut stops before any mutant when the unmutated tests fail (``failed to collect stats``)
+        return {"module": module, "tests": tests, "error": "no mutant was checked (do the tests pass unmutated?)",
+                "log_tail": tail}
     killed, survived = int(stats["killed"]), int(stats["survived"])
     out = {
         "module": module,
