@@ -29,24 +29,21 @@ def _params(opt) -> set[int]:
     return {id(p) for g in opt.optimizer.param_groups for p in g["params"]}
 
 
-@pytest.fixture(scope="module")
-def traced():
-    """One recorded run: ``(federation, result, calls)`` with calls ``(name, args, output)`` in order."""
+@pytest.fixture
+def traced(monkeypatch):
+    """One recorded run: ``(federation, result, calls)`` with calls ``(name, args, output)`` in order.
+
+    Function-scoped on purpose: a mutation tester attributes the run to every test that checks it."""
     fed = tiny_federation(SIZES)
     calls = []
-    mp = pytest.MonkeyPatch()
     for name in ("reconstruction_epoch", "alignment_epoch", "upload_codes", "fit_centroids", "evaluate_clients"):
         def wrapped(*args, _fn=getattr(gca, name), _name=name):
             out = _fn(*args)
             calls.append((_name, args, out))
             return out
 
-        mp.setattr(gca, name, wrapped)
-    try:
-        res = gca.run_gca(fed, CFG, 3)
-    finally:
-        mp.undo()
-    return fed, res, calls
+        monkeypatch.setattr(gca, name, wrapped)
+    return fed, gca.run_gca(fed, CFG, 3), calls
 
 
 def test_calls_follow_algorithm_one(traced):
