@@ -212,7 +212,7 @@ def _discrete(seed: int, mirrored: bool):
 
 @pytest.mark.parametrize(("data_seed", "mirrored", "audit_seed", "alpha"),
                          [(0, False, 0, 0.05), (0, False, 2, 0.3), (1, True, 2, 0.3), (2, False, 2, 0.05),
-                          (3, True, 1, 0.05)])
+                          (3, True, 1, 0.05), (0, True, 0, 0.3), (1, True, 2, 0.05), (2, True, 3, 0.05)])
 def test_audit_matches_the_brute_force_reference_on_tied_statistics(data_seed, mirrored, audit_seed, alpha):
     a, b = _discrete(data_seed, mirrored)
     res = epsilon_lower_bound(a, b, 1e-3, alpha, seed=audit_seed)
@@ -246,9 +246,10 @@ def test_separated_samples_reach_the_closed_form_in_either_direction():
 
 def test_identical_samples_give_the_empty_result():
     a = np.arange(40.0)
-    res = epsilon_lower_bound(a, a[:30], 1e-5, 0.2, plan=None)
+    plan = AuditPlan(70, 1.0, 0.0, False)
+    res = epsilon_lower_bound(a, a[:30], 1e-5, 0.2, plan=plan)
     assert res.epsilon_lower_bound == 0.0 and math.isnan(res.threshold) and res.direction == ">"
-    assert (res.tpr_lower, res.fpr_upper, res.n_samples, res.alpha, res.plan) == (0.0, 1.0, 70, 0.2, None)
+    assert (res.tpr_lower, res.fpr_upper, res.n_samples, res.alpha, res.plan) == (0.0, 1.0, 70, 0.2, plan)
 
 
 def test_defaults_are_alpha_five_percent_and_seed_zero():
@@ -332,6 +333,14 @@ def test_audit_power_matches_the_brute_force_sum(separation, epsilon, delta, n_r
     assert got == pytest.approx(want, abs=1e-9)
 
 
+def test_audit_power_near_the_limit_counts_only_perfect_hit_counts():
+    """Just below ε_max only K1 = n (and K0 = 0) certifies: the power is about P[K1 = n]·P[K0 = 0]."""
+    top = max_certifiable_epsilon(100, 1e-3, 0.2)
+    want = reference_power(6.0, 0.99 * top, 1e-3, 100, 0.2, 48)
+    assert 0.05 < want < 0.95
+    assert audit_power(6.0, 0.99 * top, 1e-3, 100, 0.2) == pytest.approx(want, abs=1e-9)
+
+
 def test_audit_power_defaults_and_the_certifiable_limit():
     want = reference_power(2.0, 1.0, 1e-3, 100, 0.05, 48)
     assert 0.05 < want < 0.95 and audit_power(2.0, 1.0, 1e-3, 100) == pytest.approx(want, abs=1e-9)
@@ -351,6 +360,11 @@ def test_audit_power_validates_each_argument():
         audit_power(1.0, 1.0, 1.0, 100)
     with _exact("n_releases: must lie in [2, inf], got 1"):
         audit_power(1.0, 1.0, 1e-5, 1)
+    # an infinite claim returns before the limit is computed: the arguments are still checked
+    with _exact("delta: must lie in [0.0, 1.0), got 1.0"):
+        audit_power(1.0, math.inf, 1.0, 100)
+    with _exact("n_releases: must lie in [2, inf], got 1"):
+        audit_power(1.0, math.inf, 1e-5, 1)
 
 
 def reference_simulated_power(separation, epsilon, delta, n_releases, alpha, n_sim, seed):
@@ -394,7 +408,7 @@ def test_plan_as_dict_names_every_field():
 
 
 def test_plan_with_a_count_states_the_simulated_half_noise_power():
-    sep, eps, delta, alpha, n = 1.0, 0.5, 1e-3, 0.2, 60
+    sep, eps, delta, alpha, n = 0.8, 0.5, 1e-3, 0.2, 60
     pw = simulated_power(2.0 * sep, eps, delta, n, alpha)
     assert 0.0 < pw < 1.0
     plan = plan_audit(sep, eps, delta, alpha, n_releases=n, target=pw)  # power exactly at the target
@@ -442,20 +456,20 @@ def test_default_search_range_is_1000_to_256000_releases():
 
 
 def test_plan_search_with_noise_takes_the_first_count_whose_simulated_power_reaches_the_target():
-    """Finite separation: each doubling count is screened by the exact best-threshold power and accepted
-    when the simulated power of the procedure reaches the target."""
-    sep, eps, delta, alpha, target = 1.0, 0.5, 1e-3, 0.2, 0.9
-    counts = [20, 40, 80]
-    screen = [audit_power(2 * sep, eps, delta, n, alpha) for n in counts]
-    sim = [simulated_power(2 * sep, eps, delta, n, alpha) for n in counts]
-    first = next(n for n, a, s in zip(counts, screen, sim) if a >= target and s >= target)
-    assert first == 80 and screen[1] < target
+    """Finite separation: each doubling count is screened by the exact best-threshold power at twice the
+    separation and accepted when the simulated power of the procedure reaches the target (≥, so a
+    power exactly at the target is accepted)."""
+    sep, eps, delta, alpha = 1.25, 0.5, 1e-3, 0.2
+    screen = [audit_power(2 * sep, eps, delta, n, alpha) for n in (20, 40)]
+    sim = [simulated_power(2 * sep, eps, delta, n, alpha) for n in (20, 40)]
+    target = sim[1]  # reached exactly at 40
+    assert 0.5 < target < 1.0 and screen[0] < target <= screen[1] and sim[0] < target
+    # the screen decides: at 40 the screen with the default α, or at 2/s, or at s, would fail
+    assert max(audit_power(2 * sep, eps, delta, 40), audit_power(2 / sep, eps, delta, 40, alpha),
+               audit_power(sep, eps, delta, 40, alpha)) < target
     plan = plan_audit(sep, eps, delta, alpha, min_releases=20, max_releases=160, target=target)
-    assert plan == AuditPlan(first, max_certifiable_epsilon(first, delta, alpha),
-                             simulated_power(2 * sep, eps, delta, first, alpha), True, target)
-    below = counts[counts.index(first) - 1]  # the last count tried under a cap between it and ``first``
-    assert not (screen[counts.index(below)] >= target and sim[counts.index(below)] >= target)
-    undecided = plan_audit(sep, eps, delta, alpha, min_releases=20, max_releases=below, target=target)
+    assert plan == AuditPlan(40, max_certifiable_epsilon(40, delta, alpha), target, True, target)
+    undecided = plan_audit(sep, eps, delta, alpha, min_releases=20, max_releases=20, target=target)
     assert undecided == AuditPlan(20, max_certifiable_epsilon(20, delta, alpha), sim[0], False, target)
 
 
@@ -469,6 +483,8 @@ def test_plan_validates_each_argument():
         plan_audit(-1.0, 1.0, 1e-5)
     with _exact("epsilon: must lie in [0.0, inf], got -1.0"):
         plan_audit(1.0, -1.0, 1e-5)
+    with _exact("epsilon: must lie in [0.0, inf], got -1.0"):
+        plan_audit(0.0, -1.0, 1e-5)  # a data-free release never reaches the power computation
     with _exact("delta: must lie in [0.0, 1.0), got 1.0"):
         plan_audit(1.0, 1.0, 1.0)
     with _exact("n_releases: must lie in [20, inf], got 19"):

@@ -84,3 +84,19 @@ def test_validity_limit_is_the_root_of_the_exact_profile_for_any_delta(delta):
     assert achieved_delta(classical_noise_multiplier(below, delta), 1.0, below) < delta
     assert achieved_delta(classical_noise_multiplier(above, delta), 1.0, above) > delta
     assert (limit > 10.0) == (delta < 1e-20)
+
+
+def test_achieved_delta_and_calibrators_name_the_bad_argument():
+    assert achieved_delta(1.0, 1.0, 0.0) == pytest.approx(2 * 0.691462461274013 - 1, rel=1e-12)  # ε = 0: 2Φ(1/2) − 1
+    cases = [
+        (lambda: achieved_delta(0.0, 1.0, 1.0), "sigma: must lie in (0.0, inf], got 0.0"),
+        (lambda: achieved_delta(1.0, 0.0, 1.0), "sensitivity: must lie in (0.0, inf], got 0.0"),
+        (lambda: achieved_delta(1.0, 1.0, -0.5), "epsilon: must lie in [0.0, inf], got -0.5"),
+        (lambda: calibrate_sigma(0.0, 1.0, 1e-5), "sensitivity: must lie in (0.0, inf], got 0.0"),
+        (lambda: calibrate_sigma(2.0, math.inf, 1e-5),
+         "epsilon: must be finite, in (0, ∞), to calibrate noise; got inf. ε = ∞ is no privacy: release without "
+         "noise (ScoreShield mechanism='clean') instead"),
+    ]
+    for call, msg in cases:
+        with pytest.raises(ValidationError, match="^" + re.escape(msg) + "$"):
+            call()
