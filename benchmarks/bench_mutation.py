@@ -42,11 +42,12 @@ TARGETS: dict[str, list[str]] = {
         "tests/scoreshield/test_calibration.py",
         "tests/scoreshield/test_audit.py",
         "tests/test_ledger.py",
+        "tests/privacy",
         "-k",
         "not default_run_size and not grows_with_the_run_count and not default_record",
     ],
     "veilbench/dc/kernel.py": ["tests/dc/test_kernel.py"],
-    "veilbench/gca/gca.py": ["tests/gca/test_simulator.py"],
+    "veilbench/gca/gca.py": ["tests/gca/test_simulator.py", "tests/gca/test_gca_mutants.py"],
     "veilbench/anchornoise/mechanisms.py": ["tests/anchornoise/test_anchor_and_mechanisms.py"],
 }
 
@@ -130,6 +131,10 @@ def run_module(module: str, tests: list[str], budget: float, children: int) -> d
         shutil.rmtree(work, ignore_errors=True)
     counted = sum(int(stats.get(k, 0)) for k in ("killed", "survived", "timeout", "suspicious", "no_tests",
                                                   "skipped", "segfault"))
+    if counted == 0 and int(stats.get("total", 0)) > 0:
+        # mutmut stops before any mutant when the unmutated tests fail (``failed to collect stats``)
+        return {"module": module, "tests": tests, "error": "no mutant was checked (do the tests pass unmutated?)",
+                "log_tail": tail}
     killed, survived = int(stats["killed"]), int(stats["survived"])
     out = {
         "module": module,
