@@ -492,11 +492,11 @@ def ledger_section(cfg: Config, root: Path) -> tuple[list[str], list[dict[str, A
     for e in entries:
         k = (e.dataset, e.sweep, e.cell)
         worst[k] = max(worst.get(k, 0.0), e.delta_achieved / e.delta if e.delta > 0 else math.inf)
-    header = ["dataset", "sweep", "cell", "releases", "z_eff = σ/Δ", "ε (PLD)", "at δ", "ε (basic)",
+    header = ["dataset", "sweep", "cell", "releases", "z_eff = σ/Δ", "ε (PLD) at δ", "ε (basic)",
               "δ achieved / target"]
     md = [[c.dataset, c.sweep, c.cell, str(c.n_releases),
-           "—" if c.noise_multiplier is None else f"{c.noise_multiplier:.4g}", f"{c.epsilon:.4g}",
-           f"{c.delta:.3g}", f"{c.epsilon_basic:.4g}", f"{worst[k]:.3g}"] for k, c in sorted(totals.items())]
+           "—" if c.noise_multiplier is None else f"{c.noise_multiplier:.4g}", f"{c.epsilon:.4g} at δ = {c.delta:.3g}",
+           f"{c.epsilon_basic:.4g}", f"{worst[k]:.3g}"] for k, c in sorted(totals.items())]
     lines = ["## Privacy ledger", "",
              "What one deployment spends: each cell is one deployable configuration and its seeds repeat it, so "
              "the releases of one seed (a cell that releases q score vectors separately makes q releases) are "
