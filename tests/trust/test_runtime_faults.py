@@ -117,14 +117,19 @@ def test_killing_the_run_stops_its_prefect_server(how: int, tmp_path: Path) -> N
     repo = Path(__file__).resolve().parents[2]
     env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "PREFECT_HOME")}
     env["PYTHONPATH"] = str(repo)
-    proc = subprocess.Popen([sys.executable, "-c", _HOLDER, str(tmp_path)], stdout=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen([sys.executable, "-X", "faulthandler", "-c", _HOLDER, str(tmp_path)], stdout=subprocess.PIPE, text=True, env=env)
     try:
         url = proc.stdout.readline().strip()
         assert url.startswith("http://127.0.0.1:"), url
         port = int(url.split(":")[2].split("/")[0])
         assert _listening(port)
         proc.send_signal(how)
-        proc.wait(timeout=30)
+        try:  # alone it exits within a second; a loaded CI worker once took over 30 s
+            proc.wait(timeout=90)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGABRT)  # -X faulthandler: its stacks go to the captured stderr
+            proc.wait(timeout=30)
+            raise AssertionError(f"the holder did not exit within 90 s of {how!r}; stacks above") from None
         deadline = time.monotonic() + 10
         while _listening(port) and time.monotonic() < deadline:
             time.sleep(0.2)
