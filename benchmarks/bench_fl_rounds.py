@@ -48,7 +48,7 @@ for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
 
 import numpy as np  # noqa: E402
 
-from measure import MAX_UNIT_DRIFT, measure, unit_seconds  # noqa: E402
+from measure import MAX_UNIT_DRIFT, drift_summary, measure, unit_checkpoint  # noqa: E402
 from veilbench.io import write_json  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -146,7 +146,7 @@ def _row(engine: str, n_clients: int, per_client: int, rounds: int, cpu: float, 
            "rounds": rounds, "rounds_per_second": rounds / cpu, "cpu_seconds": cpu,
            "round_units": cpu / rounds / m["unit_cpu_seconds"],
            **{k: m[k] for k in ("cpu_seconds_range", "wall_seconds", "unit_cpu_seconds", "unit_drift",
-                                "unit_drift_flagged", "repeats", "load_average") if k in m},
+                                "unit_drift_flagged", "unit_sample_spread", "repeats", "load_average") if k in m},
            "final_accuracy": float(result.accuracy[-1]),
            "max_abs_auc_diff_vs_sequential": float(np.abs(np.asarray(result.auc) - seq.auc).max())}
     final = getattr(result, "final_models", None)
@@ -158,18 +158,23 @@ def _row(engine: str, n_clients: int, per_client: int, rounds: int, cpu: float, 
 def _flower_row(run_flower, fed, cfg, unit, n_clients, per_client, seq, seq_cpu, unit_repeats) -> dict:
     """Flower's row: CPU of one warm run = (two runs) − (one run), process tree (module doc)."""
     load_start = os.getloadavg()
-    units = unit_seconds(unit, unit_repeats)
+    checkpoints, samples = [], []
+
+    def checkpoint() -> None:
+        median, more = unit_checkpoint(unit, unit_repeats)
+        checkpoints.append(median)
+        samples.extend(more)
+
+    checkpoint()
     _, cpu_one, _ = tree_cpu(lambda: run_flower([PROTOCOL], fed, cfg, SEED))
-    units += unit_seconds(unit, unit_repeats)
+    checkpoint()
     (_, timed), cpu_two, wall_two = tree_cpu(lambda: run_flower([PROTOCOL, PROTOCOL], fed, cfg, SEED))
-    units += unit_seconds(unit, unit_repeats)
-    u = float(np.median(units))
-    drift = float((max(units) - min(units)) / u)
+    checkpoint()
     cpu = cpu_two - cpu_one
     # Below ~1/4 of the start-up CPU the difference is start-up noise (tiny runs): no rate then.
     resolved = cpu > 0.25 * max(cpu_one - cpu, 0.0)
-    m = {"unit_cpu_seconds": u, "unit_drift": drift, "unit_drift_flagged": drift > MAX_UNIT_DRIFT, "repeats": 1,
-         "wall_seconds": timed.seconds, "load_average": [list(load_start), list(os.getloadavg())]}
+    m = {**drift_summary(checkpoints, samples), "repeats": 1, "wall_seconds": timed.seconds,
+         "load_average": [list(load_start), list(os.getloadavg())]}
     row = _row("flower", n_clients, per_client, cfg.rounds, cpu if resolved else float("nan"), m, timed, seq)
     row.update(speedup_vs_sequential=seq_cpu / cpu if resolved else None, cpu_resolved=bool(resolved),
                tree_cpu_seconds_one_run_simulation=cpu_one, tree_cpu_seconds_two_run_simulation=cpu_two,
@@ -204,7 +209,7 @@ def main(argv: list[str] | None = None) -> dict:
         except ImportError:
             flower_note = "not installed: no flower row"
     engines = {"sequential": run_parameter_sharing, "veilbench": run_parameter_sharing_vectorized}
-    unit_repeats = 2
+    unit_repeats = 1  # the unit is a whole sequential round: seconds of CPU, one call per checkpoint
     rows, summary = [], []
     report = {"benchmark": "fl_rounds", "mode": mode, "rows": rows, "summary": summary,
               "config": {"quick": args.quick, "clients": list(setting["clients"]), "records": setting["records"],
@@ -236,19 +241,21 @@ def main(argv: list[str] | None = None) -> dict:
             print(f"{n_clients:3d} clients {engine:>10}: {row['rounds_per_second']:.3f} rounds/CPU-s, "
                   f"{row['speedup_vs_sequential']:.2f}x sequential, drift {row['unit_drift']:.2f}, "
                   f"max|Δθ| {row['max_abs_diff_vs_sequential']:.1e}", flush=True)
+            write_json(args.out, report)  # after every row: an interrupted run keeps what it finished
         if run_flower is not None:
             row = _flower_row(run_flower, fed, cfg, unit, n_clients, per_client, results["sequential"],
                               cpu["sequential"], unit_repeats)
             rows.append(row)
             print(f"{n_clients:3d} clients {'flower':>10}: {row['rounds_per_second']} rounds/CPU-s, "
                   f"{row['speedup_vs_sequential']}x sequential, drift {row['unit_drift']:.2f}", flush=True)
+            write_json(args.out, report)
         mine = [r for r in rows if r["clients"] == n_clients]
         by = {r["engine"]: r for r in mine}
         summary.append({"clients": n_clients, "veilbench_speedup_vs_sequential": by["veilbench"]["speedup_vs_sequential"],
                         "target_ge_3x": by["veilbench"]["speedup_vs_sequential"] >= 3.0,
                         "veilbench_max_abs_diff_vs_sequential": by["veilbench"]["max_abs_diff_vs_sequential"],
                         "citable": mode == "full" and not any(r["unit_drift_flagged"] for r in mine)})
-        write_json(args.out, report)  # after every client count: an interrupted run keeps what it finished
+        write_json(args.out, report)
     return report
 
 
