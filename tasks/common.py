@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from tasks.environment import pinned_environment
 from veilbench.config import Config, load_config
 from veilbench.validation import UsageError
 
@@ -33,18 +34,9 @@ def pinned_params(params_path: str | Path | None = None, root: Path | None = Non
     from tasks.paths import repo_root
 
     path = Path(params_path) if params_path else (root or repo_root()) / "params.yaml"
-    keys = (SNAPSHOT_FILE, SNAPSHOT_SHA256)
-    saved = {k: os.environ.get(k) for k in keys}
-    if not saved[SNAPSHOT_SHA256] and path.is_file():
-        os.environ.update(snapshot_params(path))
-    try:
+    pin = snapshot_params(path) if not os.environ.get(SNAPSHOT_SHA256) and path.is_file() else {}
+    with pinned_environment((SNAPSHOT_FILE, SNAPSHOT_SHA256), **pin):
         yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 def _changed(path: Path) -> UsageError:
