@@ -41,7 +41,8 @@ CELLS = [
 
 def cell_on_split(cfg: Any, sweep: str, cell: str, split_seed: int, root: Path) -> dict[int, dict[str, float]]:
     """Sweep seed → evaluate metrics of one cell with the train/test split drawn from ``split_seed``."""
-    from veilbench.datasets import load_dataset, prepare_dataset
+    from tasks.paths import data_roots
+    from veilbench.datasets import DATASETS, load_dataset, prepare_dataset
     from veilbench.embed.encoders import fit_encode
     from veilbench.families import get_family
     from veilbench.families.base import STAGES
@@ -52,6 +53,8 @@ def cell_on_split(cfg: Any, sweep: str, cell: str, split_seed: int, root: Path) 
     options = dict(dcfg.options)
     if options.get("path") and not Path(options["path"]).is_absolute():
         options["path"] = str(root / options["path"])
+    if DATASETS[dcfg.source][1] == "public":
+        options["data_roots"] = data_roots()
     prepared = prepare_dataset(load_dataset(dcfg.source, **options), test_size=dcfg.test_size, n_parties=dcfg.n_parties,
                                scheme=dcfg.scheme, alpha=dcfg.alpha, max_records=dcfg.max_records, seed=split_seed)
     base = prepared.arrays()

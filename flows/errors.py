@@ -26,6 +26,8 @@ import typer.core
 from rich.console import Console
 from rich.markup import escape
 
+from tasks.environment import pinned_environment
+
 #: Longest message printed (characters); the rest is elided with a count.
 MAX_MESSAGE_CHARS = 2000
 #: Most lines printed of a multi-line message (a params file with many problems).
@@ -111,23 +113,17 @@ class ErrorBoundary(typer.core.TyperGroup):
     def invoke(self, ctx: click.Context) -> Any:
         if not debug_requested(ctx):
             quiet_prefect_tracebacks()
-        saved = {k: os.environ.get(k) for k in _COMMAND_ENV}
-        try:
-            return super().invoke(ctx)
-        except (click.exceptions.Exit, click.ClickException, click.Abort):
-            raise
-        except KeyboardInterrupt:
-            Console(stderr=True).print("[red]interrupted[/red]: stopped; outputs of finished stages are kept")
-            ctx.exit(INTERRUPTED)
-        except Exception as exc:  # noqa: BLE001 - the boundary
-            if debug_requested(ctx):
+        with pinned_environment(_COMMAND_ENV):  # a command's params snapshot ends with the command
+            try:
+                return super().invoke(ctx)
+            except (click.exceptions.Exit, click.ClickException, click.Abort):
                 raise
-            code, message = classify(exc)
-            Console(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {escape(message)}")
-            ctx.exit(code)
-        finally:
-            for key, value in saved.items():  # a command's params snapshot ends with the command
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
+            except KeyboardInterrupt:
+                Console(stderr=True).print("[red]interrupted[/red]: stopped; outputs of finished stages are kept")
+                ctx.exit(INTERRUPTED)
+            except Exception as exc:  # noqa: BLE001 - the boundary
+                if debug_requested(ctx):
+                    raise
+                code, message = classify(exc)
+                Console(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {escape(message)}")
+                ctx.exit(code)

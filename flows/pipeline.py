@@ -36,7 +36,6 @@ same purpose); dvc is pinned in ``pyproject.toml`` because this is not a documen
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable, Iterator
 from contextlib import chdir, contextmanager, nullcontext
 from pathlib import Path
@@ -49,6 +48,7 @@ from flows._stage import cell_threads, single_threaded_blas
 from flows.dag import run_stage_dag
 from flows.interrupt import Interrupt
 from tasks.common import verify_snapshot
+from tasks.environment import pinned_environment
 
 log = logging.getLogger("veilbench.pipeline")
 
@@ -132,16 +132,8 @@ class PlannedRun:
 @contextmanager
 def _stage_environment(root: Path) -> Iterator[None]:
     """``VEILBENCH_ROOT`` and ``DVC_ROOT`` set to ``root`` (stage code reads them, as under ``dvc repro``)."""
-    saved = {k: os.environ.get(k) for k in ("VEILBENCH_ROOT", "DVC_ROOT")}
-    os.environ.update({"VEILBENCH_ROOT": str(root), "DVC_ROOT": str(root)})
-    try:
+    with pinned_environment(VEILBENCH_ROOT=str(root), DVC_ROOT=str(root)):
         yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def reproduce_in_process(root: Path, targets: list[str] | None = None, force: bool = False,

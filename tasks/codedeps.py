@@ -11,7 +11,8 @@ same way). Importing ``a.b.c`` also runs ``a/__init__.py`` and ``a/b/__init__.py
 * prepare, embed and report run ``tasks/<stage>.py`` (report also ``tasks/crossfamily_report.py``).
 
 Modules that decide *where* and *how* results are logged or read, but not *what* they are, are left
-out (:data:`NOT_RESULT_CODE`): the MLflow logging, progress display and paths, and the parsing of
+out (:data:`NOT_RESULT_CODE`): the MLflow logging, progress display, paths and the environment
+variables a run pins for its stages (:mod:`tasks.environment`), and the parsing of
 ``params.yaml`` (:mod:`veilbench.config`, :mod:`tasks.common`), whose product, the resolved options of
 each cell, is itself hashed into every input key and listed as the stages' DVC ``params``. So editing
 the logging or the params schema does not recompute every cell.
@@ -37,7 +38,7 @@ PROJECT_PACKAGES = ("veilbench", "tasks")
 
 #: Where results are logged, shown or read from, not what they are: never part of a closure.
 NOT_RESULT_CODE = frozenset({"tasks/tracking.py", "tasks/progress.py", "tasks/paths.py", "tasks/__init__.py",
-                             "tasks/common.py", "veilbench/config.py"})
+                             "tasks/common.py", "tasks/environment.py", "veilbench/config.py"})
 
 CELL_STAGES = ("release", "integrate", "attack", "evaluate")
 FILE_STAGES = {"prepare": ("tasks/prepare.py",), "embed": ("tasks/embed.py",),

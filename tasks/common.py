@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from tasks.environment import pinned_environment
 from veilbench.config import Config, load_config
 from veilbench.validation import UsageError
 
@@ -33,18 +34,9 @@ def pinned_params(params_path: str | Path | None = None, root: Path | None = Non
     from tasks.paths import repo_root
 
     path = Path(params_path) if params_path else (root or repo_root()) / "params.yaml"
-    keys = (SNAPSHOT_FILE, SNAPSHOT_SHA256)
-    saved = {k: os.environ.get(k) for k in keys}
-    if not saved[SNAPSHOT_SHA256] and path.is_file():
-        os.environ.update(snapshot_params(path))
-    try:
+    pin = snapshot_params(path) if not os.environ.get(SNAPSHOT_SHA256) and path.is_file() else {}
+    with pinned_environment((SNAPSHOT_FILE, SNAPSHOT_SHA256), **pin):
         yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 def _changed(path: Path) -> UsageError:
@@ -52,36 +44,35 @@ def _changed(path: Path) -> UsageError:
                       f"version the run started with: run again to bring the rest up to date")
 
 
-def verify_snapshot() -> None:
+def verify_snapshot(path: str | Path | None = None) -> None:
     """Raise :class:`UsageError` when the params file pinned by :func:`snapshot_params` (in the
-    environment) no longer has the bytes the run started with, or is gone; nothing pinned, nothing
-    to check. The in-process pipeline calls it around DVC's save of a stage (DVC reads the params
-    file then), a stage process before it exits (``dvc repro`` saves after the command), so no
-    stage is recorded in ``dvc.lock`` with params other than those its outputs were made from."""
+    environment) no longer has the bytes the run started with, or is gone; nothing pinned, or
+    ``path`` given and not the pinned file, nothing to check. The in-process pipeline calls it around
+    DVC's save of a stage (DVC reads the params file then), a stage process before it exits
+    (``dvc repro`` saves after the command) and :func:`load_params` before it reads, so no stage
+    is recorded in ``dvc.lock`` with params other than those its outputs were made from."""
     name, pinned = os.environ.get(SNAPSHOT_FILE), os.environ.get(SNAPSHOT_SHA256)
-    if not (name and pinned):
+    if not (name and pinned) or (path is not None and str(Path(path).resolve()) != name):
         return
-    path = Path(name)
+    pinned_path = Path(name)
     try:
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        digest = hashlib.sha256(pinned_path.read_bytes()).hexdigest()
     except OSError:
         digest = None
     if digest != pinned:
-        raise _changed(path)
+        raise _changed(pinned_path)
 
 
 def load_params(params_path: str | Path | None = None, root: Path | None = None) -> Config:
     """Validate ``params.yaml`` (default: at the repo root) before any work starts.
 
-    Inside a run pinned by :func:`snapshot_params`, a params file that no longer has the bytes
-    the run started with is a :class:`UsageError`: every stage of one run reads one version."""
+    Inside a run pinned by :func:`snapshot_params`, the pinned file no longer having the bytes the
+    run started with is a :class:`UsageError` (:func:`verify_snapshot`): every stage of one run
+    reads one version."""
     from tasks.paths import repo_root
 
     path = Path(params_path) if params_path else (root or repo_root()) / "params.yaml"
-    pinned = os.environ.get(SNAPSHOT_SHA256)
-    if pinned and path.is_file() and str(path.resolve()) == os.environ.get(SNAPSHOT_FILE):
-        if hashlib.sha256(path.read_bytes()).hexdigest() != pinned:
-            raise _changed(path)
+    verify_snapshot(path)
     return load_config(path)
 
 

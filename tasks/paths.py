@@ -53,6 +53,17 @@ def tracking_root(root: Path | None = None) -> Path:
     return root
 
 
+def data_roots() -> list[Path]:
+    """Folders whose ``data/raw/`` the public data-set loaders search, in order: ``$DVC_ROOT`` (the
+    parent repository of a DVC experiment's copy, where untracked raw data stays), ``$VEILBENCH_ROOT``,
+    the CWD; each once."""
+    out: list[Path] = []
+    for r in (os.environ.get("DVC_ROOT"), os.environ.get("VEILBENCH_ROOT"), os.getcwd()):
+        if r and Path(r).resolve() not in out:
+            out.append(Path(r).resolve())
+    return out
+
+
 def prepare_dir(root: Path, dataset: str) -> Path:
     return root / "data" / "prepare" / dataset
 

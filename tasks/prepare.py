@@ -12,17 +12,18 @@ from pathlib import Path
 from typing import Any
 
 from tasks.common import as_task, load_params
-from tasks.paths import prepare_dir, repo_root
+from tasks.paths import data_roots, prepare_dir, repo_root
 from tasks.sources import source_digest
 from tasks.tracking import stage_run
-from veilbench.datasets import load_dataset, prepare_dataset
+from veilbench.datasets import DATASETS, load_dataset, prepare_dataset
 from veilbench.io import write_bundle
 from veilbench.validation import ValidationError
 
 
 def loader_options(cfg: Any, dataset: str, root: Path) -> tuple[Any, dict[str, Any]]:
     """(the ``datasets.<dataset>`` section, its loader options): user paths made absolute against
-    ``root``, and the run seed given to the generated sources that take one."""
+    ``root``, the run seed given to the generated sources that take one, and the folders a public
+    source searches for ``data/raw/`` (:func:`tasks.paths.data_roots`)."""
     if dataset not in cfg.datasets:
         raise ValidationError(f"dataset: {dataset!r} is not in params datasets ({sorted(cfg.datasets)})")
     dcfg = cfg.datasets[dataset]
@@ -31,6 +32,8 @@ def loader_options(cfg: Any, dataset: str, root: Path) -> tuple[Any, dict[str, A
         options["path"] = str(root / options["path"])  # user paths are relative to the repo root
     if dcfg.source in ("gaussian_mixture", "low_rank", "adult_like"):
         options.setdefault("seed", cfg.seed)
+    if DATASETS[dcfg.source][1] == "public":
+        options["data_roots"] = data_roots()
     return dcfg, options
 
 

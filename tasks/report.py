@@ -53,6 +53,7 @@ from tasks.report_figures import (
     colour,
     legend_outside,
     marker,
+    short_log_ticks,
 )
 from tasks.report_figures import (
     save_figure as save_figure,  # re-exported: tasks.crossfamily_report uses it
@@ -304,6 +305,8 @@ def draw_frontier(points: list[dict[str, Any]], fr: FrontierConfig,
         ax.set_xscale("log")
     if fr.log_y:
         ax.set_yscale("log")
+    if log_x:
+        short_log_ticks(ax.xaxis)
     ax.set_xlabel(fr.x_label or fr.x, fontsize=8)
     ax.set_ylabel(fr.y_label or fr.y, fontsize=8)
     ax.set_title(fr.name, fontsize=9)

@@ -20,10 +20,9 @@ the empirical ε lower bound.
   utility reachable with at most that leakage.
 
 *References* are cells whose mechanism/method (or a ``group_by`` value) is one of the family's
-frontiers' ``reference_groups``, or that are data-free (declared by the family's ``DATA_FREE``, or
-named ``identity``, ``random``, ``data_free``, ``zero``), plus the metric-level data-free
-references of the utility and attacker metrics (the family's ``DATA_FREE_METRICS``,
-:mod:`tasks.report_references`) and data-free attackers reported as
+frontiers' ``reference_groups``, or that are data-free (declared by the family's ``DATA_FREE``),
+plus the metric-level data-free references of the utility and attacker metrics (the family's
+``DATA_FREE_METRICS``, :mod:`tasks.report_references`) and data-free attackers reported as
 ``<attacker metric>_trivial_<guess>``; they are shown beside the table and drawn dashed, not ranked.
 """
 
@@ -61,7 +60,6 @@ QUESTIONS: dict[str, str] = {
                    "back to its source?",
 }
 
-DATA_FREE_WORDS = ("identity", "random", "data_free", "zero")
 MAX_ROWS = 5
 
 
@@ -96,12 +94,10 @@ def is_reference(row: dict[str, Any], groups: set[str]) -> bool:
 
 
 def is_data_free(row: dict[str, Any]) -> bool:
-    """True for a data-free reference cell: declared by its family (``DATA_FREE``), or named so."""
+    """True for a data-free reference cell: its options match an entry of its family's ``DATA_FREE``."""
     from tasks.report_references import is_data_free_cell
 
-    method = str(row.get("method", "")).lower()
-    return (is_data_free_cell(str(row.get("family", "")), row["params"])
-            or any(w in method for w in DATA_FREE_WORDS) or bool(row["params"].get("data_free")))
+    return is_data_free_cell(str(row.get("family", "")), row["params"])
 
 
 def metric_reference_values(cfg: Config, family: str, h: dict[str, Any]) -> list[tuple[str, str, float]]:

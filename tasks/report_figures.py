@@ -10,6 +10,8 @@ labels that never overlap, and saving with the whole of every label inside the i
   offsets around its point whose text box (in display pixels, from the Agg renderer) overlaps
   neither an earlier label nor the axes' edge is kept; a label with no free offset is dropped
   (the point is still in the tables).
+* A log axis spanning under two decades is labelled at 1, 2, 5 × 10ᵏ in plain numbers
+  (:func:`short_log_ticks`), not at every minor tick.
 * :func:`save_figure` writes with ``bbox_inches="tight"``, so axis labels are never cut.
 """
 
@@ -72,6 +74,22 @@ def place_labels(ax: Any, xs: Sequence[float], ys: Sequence[float], texts: Seque
                 break
             ann.remove()
     return kept
+
+
+def short_log_ticks(axis: Any, decades: float = 2.0) -> None:
+    """On a log ``axis`` (``ax.xaxis``) spanning fewer than ``decades`` decades, label ticks at 1, 2
+    and 5 × 10ᵏ as plain numbers (``2``, ``5``, ``10``, ``20``) and leave the minor ticks unlabelled:
+    matplotlib's default there labels every minor tick as ``2×10⁰``, ``3×10⁰``, …, which overlap."""
+    import math
+
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    lo, hi = sorted(axis.get_view_interval())
+    if lo <= 0 or math.log10(hi / lo) >= decades:
+        return
+    axis.set_major_locator(LogLocator(base=10.0, subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    axis.set_minor_formatter(NullFormatter())
 
 
 def layout(fig: Any) -> dict[str, list[Any]]:

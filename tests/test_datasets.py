@@ -87,13 +87,12 @@ def test_public_loader_offline_says_how_to_provide_the_file(tmp_path, monkeypatc
         raise OSError("network unreachable")
 
     monkeypatch.setattr(sklearn.datasets, "fetch_openml", no_network)
-    monkeypatch.setenv("DVC_ROOT", str(tmp_path))
     with pytest.raises(ValidationError) as err:
-        load_dataset("mnist")
+        load_dataset("mnist", data_roots=[tmp_path])
     assert "data/raw/mnist.npz" in str(err.value)
     (tmp_path / "data" / "raw").mkdir(parents=True)
     np.savez(tmp_path / "data" / "raw" / "mnist.npz", X=np.random.default_rng(0).random((20, 784)), y=np.arange(20) % 10)
-    assert load_dataset("mnist").X.shape == (20, 784)
+    assert load_dataset("mnist", data_roots=[tmp_path]).X.shape == (20, 784)
 
 
 def test_unknown_dataset_name() -> None:

@@ -37,7 +37,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError as PydanticError, field_validator, model_validator
 
 from veilbench import strict_yaml
-from veilbench.datasets.registry import DATASETS
+from veilbench.datasets.registry import CALLER_OPTIONS, DATASETS
 from veilbench.families import FAMILY_MODULES, get_family
 from veilbench.names import cell_name, safe_name
 from veilbench.validation import UsageError, ValidationError
@@ -98,7 +98,8 @@ class DatasetConfig(_Strict):
     @model_validator(mode="after")
     def _loader_options(self) -> DatasetConfig:
         """Every key of ``options`` must be a named parameter of the source's loader."""
-        _check_options(self.options, _accepted_options(DATASETS[self.source][0]), f"options of source {self.source!r}")
+        accepted = [o for o in _accepted_options(DATASETS[self.source][0]) if o not in CALLER_OPTIONS]
+        _check_options(self.options, accepted, f"options of source {self.source!r}")
         return self
 
 

@@ -8,7 +8,8 @@ Three kinds of source:
 (b) **user files** — ``file`` with ``path=`` an ``.npz`` (arrays ``X`` and ``y``, loaded with
     ``allow_pickle=False``) or a ``.csv``/``.parquet`` with a label column (``label_column=``);
 (c) **public loaders** — ``mnist``, ``fashion_mnist``, ``cifar10``: they read a local
-    ``.npz`` or IDX folder when one is given or found under ``data/raw/``, then the folder a system
+    ``.npz`` or IDX folder when one is given or found under ``data/raw/`` of the folders the caller
+    names (``data_roots``: the stages pass :func:`tasks.paths.data_roots`), then the folder a system
     package installed (:data:`SYSTEM_DIRS`: Debian's ``dataset-fashion-mnist``, ``make data``), and
     otherwise fail with a message saying how to install or provide the file. Nothing is downloaded
     at run time. ``features="unit"`` maps pixel intensities to [0, 1] (pixels/255).
@@ -17,7 +18,7 @@ Three kinds of source:
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -297,9 +298,11 @@ INSTALL_HINTS: dict[str, str] = {
 }
 
 
-def _data_roots() -> list[Path]:
-    """Folders whose ``data/raw/`` is searched: ``$DVC_ROOT``, ``$VEILBENCH_ROOT``, the CWD (in order)."""
-    roots = [os.environ.get("DVC_ROOT"), os.environ.get("VEILBENCH_ROOT"), "."]
+#: loader parameters the calling stage sets, never ``params.yaml`` (:mod:`veilbench.config` refuses them)
+CALLER_OPTIONS = frozenset({"data_roots"})
+
+
+def _unique_roots(roots: Sequence[str | os.PathLike]) -> list[Path]:
     out: list[Path] = []
     for r in roots:
         if r and Path(r).resolve() not in out:
@@ -322,9 +325,11 @@ def scale_features(X: np.ndarray, features: str, name: str) -> np.ndarray:
 
 def _public(name: str, shape_hint: str) -> Callable[..., Dataset]:
     def load(path: str | None = None, features: str = "raw", system_dirs: list[str] | None = None,
-             **_: Any) -> Dataset:
+             data_roots: Sequence[str | os.PathLike] = (".",), **_: Any) -> Dataset:
+        """``path``, else ``<root>/data/raw/<name>[.npz]`` for each of ``data_roots`` (in order; the
+        caller names them, default the CWD), else the system folders."""
         candidates = [Path(path)] if path else []
-        for root in _data_roots():
+        for root in _unique_roots(data_roots):
             raw = root / "data" / "raw"
             candidates += [raw / f"{name}.npz", raw / name]  # an .npz, or a folder of IDX files
         candidates += [Path(d) for d in system_dirs] if system_dirs is not None else list(SYSTEM_DIRS.get(name, ()))

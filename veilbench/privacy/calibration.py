@@ -125,15 +125,27 @@ def classical_sigma(sensitivity: float, epsilon: float, delta: float, allow_inva
     return sigma
 
 
-def analytic_sigma(sensitivity: float, epsilon: float, delta: float, rtol: float = 1e-12) -> float:
-    """Smallest σ whose exact Gaussian privacy profile meets δ at ε (Balle & Wang 2018).
+#: Accepted ``rtol`` of :func:`analytic_sigma`: from a few units in the last place of a double to 10 % of δ.
+RTOL_RANGE = (1e-15, 0.1)
 
-    ``achieved_delta(σ, Δ, ε)`` decreases in σ, so the root of ``achieved_delta - δ`` is found
-    by Brent's method on log σ. The returned σ satisfies ``achieved_delta(σ) ≤ δ`` to ``rtol``.
+
+def analytic_sigma(sensitivity: float, epsilon: float, delta: float, rtol: float = 1e-12) -> float:
+    """Smallest σ whose exact Gaussian privacy profile meets δ at ε (Balle & Wang 2018), to ``rtol``.
+
+    The returned σ satisfies (1 − rtol)·δ ≤ ``achieved_delta(σ, Δ, ε)`` ≤ δ: never less noise than
+    (ε, δ) needs, at most a fraction ``rtol`` of δ left unspent. ``rtol`` must lie in
+    :data:`RTOL_RANGE`; near its lower end the rounding of the profile itself (two nearly cancelling
+    terms at small ε) can exceed rtol·δ, and σ is then the smallest that double precision resolves.
+
+    ``achieved_delta`` decreases in σ, so a bracket of log σ with δ(σ_lo) > δ ≥ δ(σ_hi) is narrowed,
+    first by Brent's method (whose stop rule is a step in log σ, which may end on either side of the
+    root), then by bisection that keeps the bracket, until δ(σ_hi) is within ``rtol`` of δ or σ_lo
+    and σ_hi no longer have a double between them; σ_hi is returned.
 
     >>> round(analytic_sigma(2.0, 1.0, 1e-5), 3)
     7.461
     """
+    tol = check_in_range(rtol, "rtol", *RTOL_RANGE)
     sens, eps, dlt = _check(sensitivity, epsilon, delta)
 
     def gap(log_sigma: float) -> float:
@@ -144,12 +156,22 @@ def analytic_sigma(sensitivity: float, epsilon: float, delta: float, rtol: float
         lo -= 10.0
     while gap(hi) > 0:
         hi += 10.0
-    root = brentq(gap, lo, hi, xtol=1e-14, rtol=rtol, maxiter=500)
-    sigma = math.exp(root)
-    # brentq may land a hair on the wrong side of the root: step up until δ is met.
-    while achieved_delta(sigma, sens, eps) > dlt:
-        sigma *= 1.0 + 1e-12
-    return sigma
+    x = brentq(gap, lo, hi, xtol=1e-14, rtol=tol, maxiter=500)
+    g_x = gap(x)
+    if g_x > 0:
+        lo, g_hi = x, gap(hi)
+    else:
+        hi, g_hi = x, g_x
+    while g_hi < -tol * dlt:
+        mid = 0.5 * (lo + hi)
+        if math.exp(mid) in (math.exp(lo), math.exp(hi)):  # σ_lo, σ_hi adjacent doubles
+            break
+        g_mid = gap(mid)
+        if g_mid > 0:
+            lo = mid
+        else:
+            hi, g_hi = mid, g_mid
+    return math.exp(hi)
 
 
 def conservative_sigma(sensitivity: float, epsilon: float, delta: float) -> float:

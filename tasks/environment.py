@@ -1,0 +1,36 @@
+"""Environment variables pinned for the length of a block (run plumbing: never part of a cell's code)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+
+
+@contextmanager
+def pinned_environment(restore: Iterable[str] = (), /, **values: str | None) -> Iterator[None]:
+    """Inside the block, each variable of ``values`` is set (``None``: unset); when the block ends,
+    normally or by an exception, every variable named in ``values`` or ``restore`` is back as it was
+    before: its old value, or unset again if it was unset. ``restore`` names variables the block
+    itself may set (a command pinning its params file) without setting them here.
+
+    >>> with pinned_environment(VEILBENCH_EXAMPLE="on"):
+    ...     os.environ["VEILBENCH_EXAMPLE"]
+    'on'
+    >>> "VEILBENCH_EXAMPLE" in os.environ
+    False
+    """
+    saved = {k: os.environ.get(k) for k in (*restore, *values)}
+    try:
+        for key, value in values.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
