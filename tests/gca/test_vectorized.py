@@ -192,3 +192,15 @@ def test_stacked_adam_is_torch_adam_to_the_bit(unit, chunk):
             opt.end_epoch()
         assert torch.equal(theta, ref.detach()), k
     assert opt.lr == ref_opt.optimizer.param_groups[0]["lr"] < 1e-2  # the schedule fired
+
+
+@pytest.mark.parametrize("kwargs,field", [({"chunk": 0}, "chunk"), ({"unit": "round"}, "unit"),
+                                          ({"grad_len": 5}, "param")])
+def test_stacked_adam_rejects_bad_input(kwargs, field):
+    import torch
+
+    from veilbench.gca.stacked_adam import StackedAdam
+
+    grad = torch.zeros(kwargs.pop("grad_len", 6))
+    with pytest.raises(ValidationError, match=field):
+        StackedAdam(torch.zeros(6), grad, 1e-3, **kwargs)
