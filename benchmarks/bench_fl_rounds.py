@@ -30,8 +30,9 @@ split IID over the clients (1 250 each for 20 clients, 500 for 50); anomalies fr
 components and a uniform box; standardised on the training normals. Full mode: 10 rounds of 10
 local epochs, batch 50. ``--quick``: 2 000 records, 2 rounds of 2 epochs, 20 clients only.
 
-Usage: ``python benchmarks/bench_fl_rounds.py [--quick] [--no-flower] [--out FILE]`` →
-``reports/bench/fl_rounds.json`` (quick runs belong under ``reports/bench/quick/``).
+Usage: ``python benchmarks/bench_fl_rounds.py [--quick] [--no-flower] [--rounds N --out FILE] [--out FILE]`` →
+``reports/bench/fl_rounds.json`` (quick runs belong under ``reports/bench/quick/``; ``--rounds N``
+replaces the mode's rounds for a reduced, non-citable run written only to ``--out``).
 """
 
 from __future__ import annotations
@@ -188,10 +189,16 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="20 clients × 100 records, 2 rounds of 2 epochs")
     parser.add_argument("--no-flower", action="store_true", help="leave the Flower rows out")
-    parser.add_argument("--out", default=str(ROOT / "reports" / "bench" / "fl_rounds.json"))
+    parser.add_argument("--rounds", type=int, help="the mode's rounds replaced (not citable; needs --out)")
+    parser.add_argument("--out", default=None, help="output JSON (default reports/bench/fl_rounds.json)")
     args = parser.parse_args(argv)
     mode = "quick" if args.quick else "full"
-    setting = MODES[mode]
+    setting = dict(MODES[mode])
+    if args.rounds is not None:
+        if args.rounds < 1 or args.out is None:
+            parser.error(f"--rounds: a positive number of rounds with --out FILE (got {args.rounds}, --out {args.out})")
+        setting["rounds"], mode = args.rounds, f"{mode}-{args.rounds}-rounds"
+    args.out = args.out or str(ROOT / "reports" / "bench" / "fl_rounds.json")
 
     import torch
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from veilbench.gca.simulator import FedConfig, batch_stream, initial_model, run_parameter_sharing, run_protocol
-from veilbench.gca.training import flat_params, minibatches
+from veilbench.gca.training import LocalOptimizer, flat_params, minibatches
 from veilbench.gca.vectorized import (
     StackedGradient,
     round_batches,
@@ -83,8 +83,8 @@ def _random_stacked(model: StackedGradient, spec, n_clients: int, seed: int):
     import torch
 
     g = torch.Generator().manual_seed(seed)
-    base = model.stack(flat_params(initial_model(spec, seed)), n_clients)
-    return [(p.detach() + 0.05 * torch.randn(p.shape, generator=g)) for p in base]
+    base = model.stack(flat_params(initial_model(spec, seed)), n_clients).views
+    return [(p + 0.05 * torch.randn(p.shape, generator=g)) for p in base]
 
 
 def _autograd_grads(spec, params, xb, wb):
@@ -145,3 +145,62 @@ def test_local_step_leaves_no_state_between_rounds():
     a = step(g, xs, CFG, batch_stream(3), True)
     b = step(g, xs, CFG, batch_stream(3), True)
     assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+
+
+def test_stacked_buffer_views_share_the_flat_buffers():
+    """Every view is a block of ``theta`` (``grad``): writes through either side are seen by the other."""
+    import torch
+
+    from veilbench.gca.models import AESpec
+
+    spec = AESpec("mlp", 6)
+    g = flat_params(initial_model(spec, 1))
+    buf = StackedGradient(spec).stack(g, 3)
+    assert buf.theta.shape == (3 * g.size,) and np.array_equal(buf.rows(np.arange(3)), np.tile(g, (3, 1)))
+    for view, p in zip(buf.views, initial_model(spec, 1).parameters()):
+        assert view.shape == (3, *p.shape) and view.is_contiguous() and torch.equal(view[2], p.detach())
+    buf.views[1][2].fill_(7.0)
+    buf.grad_views[1][2].fill_(5.0)
+    n0, n1 = buf.views[0].numel(), buf.views[1].numel()
+    assert torch.all(buf.theta[n0 + 2 * n1 // 3 : n0 + n1] == 7.0) and int((buf.theta == 7.0).sum()) == n1 // 3
+    assert torch.all(buf.grad[n0 + 2 * n1 // 3 : n0 + n1] == 5.0) and int((buf.grad != 0).sum()) == n1 // 3
+    assert np.array_equal(buf.rows(np.array([0, 1])), np.tile(g, (2, 1)))
+    with pytest.raises(ValidationError, match="global_vec"):
+        StackedGradient(spec).stack(g[:-1], 3)
+
+
+@pytest.mark.parametrize("unit,chunk", [("step", 64), ("epoch", 1000), ("step", 1 << 20)])
+def test_stacked_adam_is_torch_adam_to_the_bit(unit, chunk):
+    """Chunked or not, the flat Adam + StepLR gives torch.optim.Adam(foreach=True) + StepLR's bits."""
+    import torch
+
+    from veilbench.gca.stacked_adam import StackedAdam
+
+    gen = torch.Generator().manual_seed(0)
+    start = torch.randn(1003, generator=gen)
+    ref = start.clone().requires_grad_(True)
+    ref_opt = LocalOptimizer.create([ref], 1e-2, step_size=2, gamma=0.5, unit=unit)
+    theta, grad = start.clone(), torch.zeros(1003)
+    opt = StackedAdam(theta, grad, 1e-2, step_size=2, gamma=0.5, unit=unit, chunk=chunk)
+    for k in range(7):
+        grad.copy_(torch.randn(1003, generator=gen) * 10.0 ** (k % 3 - 1))
+        ref.grad = grad.clone()
+        ref_opt.step()
+        opt.step()
+        if k % 2:
+            ref_opt.end_epoch()
+            opt.end_epoch()
+        assert torch.equal(theta, ref.detach()), k
+    assert opt.lr == ref_opt.optimizer.param_groups[0]["lr"] < 1e-2  # the schedule fired
+
+
+@pytest.mark.parametrize("kwargs,field", [({"chunk": 0}, "chunk"), ({"unit": "round"}, "unit"),
+                                          ({"grad_len": 5}, "param")])
+def test_stacked_adam_rejects_bad_input(kwargs, field):
+    import torch
+
+    from veilbench.gca.stacked_adam import StackedAdam
+
+    grad = torch.zeros(kwargs.pop("grad_len", 6))
+    with pytest.raises(ValidationError, match=field):
+        StackedAdam(torch.zeros(6), grad, 1e-3, **kwargs)

@@ -159,16 +159,18 @@ class CurveRecorder:
 
 def evaluate_clients(models: list, x_clients: list, x_test, y_test: np.ndarray, quantile: float) -> tuple[float, float]:
     """Mean over clients of (accuracy at :math:`\\tau_i`, ROC AUC); ``models`` is one model per client
-    or a one-element list for a shared (global) model whose test scores are computed once."""
+    or a one-element list for a shared (global) model whose test scores, and so ROC AUC, are computed
+    once (every client's AUC is that one value)."""
     shared = len(models) == 1
     test_scores = anomaly_scores(models[0], x_test) if shared else None
+    shared_auc = roc_auc(test_scores, y_test) if shared else None
     accs, aucs = [], []
     for i, x in enumerate(x_clients):
         model = models[0] if shared else models[i]
         s_test = test_scores if shared else anomaly_scores(model, x_test)
         tau = quantile_threshold(anomaly_scores(model, x), quantile)
         accs.append(anomaly_accuracy(s_test, y_test, tau))
-        aucs.append(roc_auc(s_test, y_test))
+        aucs.append(shared_auc if shared else roc_auc(s_test, y_test))
     return float(np.mean(accs)), float(np.mean(aucs))
 
 

@@ -1,8 +1,9 @@
-r"""Client-vectorised local step for parameter-sharing FL: stacked clients, one standard Adam.
+r"""Client-vectorised local step for parameter-sharing FL: stacked clients, one Adam.
 
 The sequential local step (:func:`veilbench.gca.simulator.sequential_local_step`) trains C client
-copies of the global model :math:`\theta^{(r)}` one after the other. Here the C copies are one set
-of *stacked* tensors, every parameter tensor of shape ``(C, *shape)``, advanced together:
+copies of the global model :math:`\theta^{(r)}` one after the other. Here the C copies are *stacked*:
+one flat buffer of :math:`C \cdot P` elements (:class:`StackedBuffer`) seen as one tensor of shape
+``(C, *shape)`` per parameter, advanced together:
 
 * **Gradient.** Client c's loss on its k-th mini-batch :math:`B_{c,k}` (Eq. 2 of the spec) is
   :math:`L_c(\theta_c) = \sum_{b \in B_{c,k}} w_{c,k}\, \|x_b - f(\theta_c; x_b)\|_2^2` with
@@ -11,10 +12,11 @@ of *stacked* tensors, every parameter tensor of shape ``(C, *shape)``, advanced 
   ``vmap(grad)`` for other modules). Clients whose batches have the same size share one call;
   the FedProx term adds :math:`2\mu(\theta_c - \theta^{(r)})` (:math:`\mu\|\theta_c-\theta^{(r)}\|_2^2`,
   spec §11.4).
-* **Optimiser.** One ``torch.optim.Adam`` with the run's StepLR (the simulator's
-  :class:`~veilbench.gca.training.LocalOptimizer`) over the stacked tensors. Adam is elementwise,
-  so it equals C independent Adams *provided every client has taken the same number of steps*:
-  torch keeps one step count per tensor, shared by the C rows. The clients therefore step in
+* **Optimiser.** Adam with the run's StepLR (:class:`veilbench.gca.stacked_adam.StackedAdam`,
+  torch's ``Adam(foreach=True)`` to the bit, as :class:`~veilbench.gca.training.LocalOptimizer`
+  builds it for the sequential step) over the flat buffer. Adam is elementwise, so it equals C
+  independent Adams *provided every client has taken the same number of steps*: the buffer has
+  one step count, shared by the C clients. The clients therefore step in
   lockstep from the round's fresh optimiser: client c's trajectory is its first
   :math:`\tau_c = E\lceil N_c/B\rceil` steps (its E epochs back to back, the order of the
   sequential step) and its row is copied out right after step :math:`\tau_c`; later updates of
@@ -38,7 +40,8 @@ import numpy as np
 
 from veilbench.gca.federation import PARAMETER_SHARING, FedConfig, Federation, RunResult, initial_model
 from veilbench.gca.simulator import run_parameter_sharing
-from veilbench.gca.training import LocalOptimizer, n_batches
+from veilbench.gca.stacked_adam import StackedAdam
+from veilbench.gca.training import n_batches
 from veilbench.validation import ValidationError
 
 
@@ -89,7 +92,8 @@ class StackedGradient:
     """Per-client gradients of the reconstruction loss for stacked copies of one template module.
 
     ``grads(params, xb, wb)``: ``params`` the stacked tensors ``(C, *shape)`` in the template's
-    ``parameters()`` order, ``xb`` ``(C, B, d_x)`` mini-batches, ``wb`` ``(C, B)`` row weights;
+    ``parameters()`` order, ``xb`` ``(C, B, d_x)`` mini-batches, ``wb`` ``(C, B)`` row weights (or
+    ``(C, 1)``: one per client);
     returns :math:`\\nabla_{\\theta_c} \\sum_b w_{c,b}\\|x_{c,b} - f(\\theta_c; x_{c,b})\\|_2^2` for
     every c, one ``(C, *shape)`` tensor per parameter. Two implementations of the same maths:
 
@@ -118,6 +122,7 @@ class StackedGradient:
         self.template = initial_model(spec, 0)  # its parameter values are never read
         self.shapes = [tuple(p.shape) for p in self.template.parameters()]
         self.plan = self._mlp_plan(self.template)
+        self._work = None  # (shape key, layer outputs, input gradients) of the last MLP pass
         self.grads = self._mlp_grads if self.plan is not None else self._func_grads()
 
     def _mlp_plan(self, template) -> list[bool] | None:
@@ -138,25 +143,38 @@ class StackedGradient:
         order = [id(p) for layer in linears for p in (layer.weight, layer.bias)]
         return relu_after if order == [id(p) for p in template.parameters()] else None
 
-    def _mlp_grads(self, params: list, xb, wb) -> list:
+    def _workspace(self, n_clients: int, rows: int, like) -> tuple[list, list]:
+        """Activation buffers ``(C, rows, width)`` of every layer output and every hidden-layer input
+        gradient, reused while the shape stays the same (the last shape only is kept)."""
+        key = (n_clients, rows)
+        if self._work is None or self._work[0] != key:
+            widths = [self.shapes[2 * k][0] for k in range(len(self.plan))]  # out features of layer k
+            ins = [self.shapes[2 * k][1] for k in range(len(self.plan))]
+            self._work = (key, [like.new_empty(n_clients, rows, w) for w in widths],
+                          [like.new_empty(n_clients, rows, w) for w in ins])
+        return self._work[1], self._work[2]
+
+    def _mlp_grads(self, params: list, xb, wb, out: list | None = None) -> list:
         torch = self._torch
+        if out is None:
+            out = [p.new_empty(p.shape) for p in params]
+        outs, dins = self._workspace(xb.shape[0], xb.shape[1], xb)
         with torch.no_grad():
             hs, h = [xb], xb
             for k, relu in enumerate(self.plan):
-                h = torch.baddbmm(params[2 * k + 1][:, None, :], h, params[2 * k].transpose(1, 2))
+                h = torch.baddbmm(params[2 * k + 1][:, None, :], h, params[2 * k].transpose(1, 2), out=outs[k])
                 if relu:
                     h = h.relu_()
                 hs.append(h)
-            delta = (h - xb) * (2.0 * wb)[:, :, None]
-            grads = [None] * len(params)
+            delta = h.sub_(xb).mul_((2.0 * wb)[:, :, None])  # (f(x) - x) 2w in place: the output is not read again
             for k in range(len(self.plan) - 1, -1, -1):
-                grads[2 * k] = torch.bmm(delta.transpose(1, 2), hs[k])
-                grads[2 * k + 1] = delta.sum(1)
+                torch.bmm(delta.transpose(1, 2), hs[k], out=out[2 * k])
+                torch.sum(delta, 1, out=out[2 * k + 1])
                 if k > 0:
-                    delta = torch.bmm(delta, params[2 * k])
+                    delta = torch.bmm(delta, params[2 * k], out=dins[k])
                     if self.plan[k - 1]:  # ReLU backward: delta where the output is > 0 (autograd's kernel)
-                        delta = torch.ops.aten.threshold_backward(delta, hs[k], 0.0)
-        return grads
+                        torch.ops.aten.threshold_backward.grad_input(delta, hs[k], 0.0, grad_input=delta)
+        return out
 
     def _func_grads(self):
         from torch.func import functional_call, grad, vmap
@@ -171,16 +189,55 @@ class StackedGradient:
         batched = vmap(grad(loss), in_dims=(0, 0, 0))
         return lambda params, xb, wb: list(batched(tuple(params), xb, wb))
 
-    def stack(self, global_vec: np.ndarray, n_clients: int) -> list:
-        """``(C, *shape)`` leaf tensors in ``parameters()`` order, every row a copy of the flat ``(P,)`` ``global_vec``."""
-        torch = self._torch
+    def grads_into(self, params: list, xb, wb, out: list) -> None:
+        """:attr:`grads` written into ``out``, one ``(C, *shape)`` tensor per parameter."""
+        if self.plan is not None:
+            self._mlp_grads(params, xb, wb, out)
+        else:
+            for o, g in zip(out, self.grads(params, xb, wb)):
+                o.copy_(g)
+
+    def stack(self, global_vec: np.ndarray, n_clients: int) -> "StackedBuffer":
+        """``n_clients`` copies of the flat ``(P,)`` ``global_vec`` in one :class:`StackedBuffer`."""
+        return StackedBuffer(self.shapes, global_vec, n_clients)
+
+
+class StackedBuffer:
+    """C copies of a model's parameters in one flat float32 buffer, with a gradient buffer of the same layout.
+
+    ``theta`` and ``grad`` are ``(C·P,)``, laid out parameter by parameter: parameter j (shape
+    :math:`s_j`, :math:`n_j` elements, ``parameters()`` order) is the contiguous block
+    ``[C·o_j, C·(o_j + n_j))``, :math:`o_j = \\sum_{i<j} n_i`, seen as ``views[j]``
+    (``grad_views[j]``) of shape ``(C, *s_j)``; row c of every view is client c's copy. The
+    optimiser updates the flat buffers, the gradient pass reads and writes the views.
+    """
+
+    def __init__(self, shapes: list[tuple], global_vec: np.ndarray, n_clients: int) -> None:
+        import torch
+
+        sizes = [int(np.prod(shape)) for shape in shapes]
         vec = torch.as_tensor(np.asarray(global_vec), dtype=torch.float32)
-        out, offset = [], 0
-        for shape in self.shapes:
-            n = int(np.prod(shape))
-            out.append(vec[offset : offset + n].reshape(shape).expand(n_clients, *shape).clone().requires_grad_(True))
+        if vec.shape != (sum(sizes),):
+            raise ValidationError(f"global_vec: expected shape ({sum(sizes)},), got {tuple(vec.shape)}")
+        self.n_clients = int(n_clients)
+        self.theta = torch.empty(self.n_clients * vec.shape[0], dtype=torch.float32)
+        self.grad = torch.zeros_like(self.theta)
+        self.views, self.grad_views = [], []
+        offset = 0
+        for shape, n in zip(shapes, sizes):
+            block = slice(self.n_clients * offset, self.n_clients * (offset + n))
+            view = self.theta[block].view(self.n_clients, *shape)
+            view.copy_(vec[offset : offset + n].view(shape).expand_as(view))
+            self.views.append(view)
+            self.grad_views.append(self.grad[block].view(self.n_clients, *shape))
             offset += n
-        return out
+
+    def rows(self, clients: np.ndarray) -> np.ndarray:
+        """The flat ``(P,)`` parameter vectors of ``clients`` ``(k,)``, ``(k, P)`` float64."""
+        import torch
+
+        sel = torch.from_numpy(np.asarray(clients, dtype=np.int64))
+        return torch.cat([v[sel].flatten(1) for v in self.views], dim=1).double().numpy()
 
 
 def _local_round(model: StackedGradient, global_vec, xs, cfg: FedConfig, rng: np.random.Generator, prox: bool):
@@ -190,7 +247,7 @@ def _local_round(model: StackedGradient, global_vec, xs, cfg: FedConfig, rng: np
     (:func:`step_groups`), on exactly their rows: a padded batch would change the summation
     order of the batched products and so the last bits, which the chaotic Adam trajectory of a
     ReLU network amplifies. With one group (equal shards, no partial batch) the step is one call
-    on the stacked tensors themselves.
+    on the stacked views themselves, writing into the gradient buffer.
     """
     torch = model._torch
     n_clients = len(xs)
@@ -199,38 +256,37 @@ def _local_round(model: StackedGradient, global_vec, xs, cfg: FedConfig, rng: np
     rows, counts = round_batches(sizes, cfg, rng)
     taus = (counts > 0).sum(0).astype(np.int64)
     per_epoch = n_batches(int(sizes.max()), cfg.batch_size)
-    pool = torch.cat(list(xs))
-    index = torch.from_numpy(rows + np.concatenate([[0], np.cumsum(sizes)[:-1]])[None, :, None])
-    inv = np.float32(1.0) / np.maximum(counts, 1).astype(np.float32)  # 1/|B_ck| as float32 division
-    weights = torch.from_numpy(np.broadcast_to(inv[:, :, None], rows.shape).copy())
-    params = model.stack(global_vec, n_clients)
-    center = [p[:1].detach().clone() for p in params] if prox and cfg.prox_mu > 0 else None
-    opt = LocalOptimizer.create(params, cfg.lr, cfg.lr_step_size, cfg.lr_gamma, cfg.lr_step_unit)
+    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    pool, index = torch.cat(list(xs)), torch.from_numpy(rows + offsets[None, :, None])
+    # 1/|B_ck| as a float32 division, one weight per client and step: (T, C, 1)
+    weights = torch.from_numpy(np.float32(1.0) / np.maximum(counts, 1).astype(np.float32))[:, :, None]
+    buf = model.stack(global_vec, n_clients)
+    center = buf.theta.clone() if prox and cfg.prox_mu > 0 else None
+    opt = StackedAdam(buf.theta, buf.grad, cfg.lr, cfg.lr_step_size, cfg.lr_gamma, cfg.lr_step_unit)
     local = np.empty((n_clients, global_vec.shape[0]), dtype=np.float64)
+    uniform = (counts == counts[:, :1]).all(1)  # one group of all clients (every step has a running client)
     for k in range(rows.shape[0]):
-        groups = step_groups(counts[k])
-        if len(groups) == 1 and groups[0][0].size == n_clients:
-            s = groups[0][1]
-            grads = model.grads(params, pool[index[k, :, :s]], weights[k, :, :s])
+        if k % per_epoch == 0:  # the next per_epoch steps' batches in one gather, (per_epoch, C, B, d_x)
+            block = pool[index[k : k + per_epoch]]
+        xk = block[k % per_epoch]
+        if uniform[k]:
+            s = int(counts[k, 0])
+            model.grads_into(buf.views, xk[:, :s], weights[k], buf.grad_views)
         else:
-            grads = [torch.zeros_like(p) for p in params]
-            for idx, s in groups:
+            buf.grad.zero_()  # finished clients: zero gradient (their rows are already copied out)
+            for idx, s in step_groups(counts[k]):
                 sel = torch.from_numpy(idx)
-                sub = model.grads([p.detach()[sel] for p in params], pool[index[k, sel, :s]], weights[k, sel, :s])
-                for g, g_sub in zip(grads, sub):
+                sub = model.grads([v[sel] for v in buf.views], xk[sel, :s], weights[k, sel])
+                for g, g_sub in zip(buf.grad_views, sub):
                     g[sel] = g_sub
         if center is not None:  # FedProx: + mu * 2 (theta_c - theta^(r)), rounded as autograd does
-            for g, p, q in zip(grads, params, center):
-                g.add_((p.detach() - q).mul_(2.0).mul_(cfg.prox_mu))
-        for p, g in zip(params, grads):
-            p.grad = g
+            buf.grad.add_((buf.theta - center).mul_(2.0).mul_(cfg.prox_mu))
         opt.step()
         if (k + 1) % per_epoch == 0:
             opt.end_epoch()
         done = np.flatnonzero(taus == k + 1)
         if done.size:
-            with torch.no_grad():
-                local[done] = torch.cat([p[done].flatten(1) for p in params], dim=1).double().numpy()
+            local[done] = buf.rows(done)
     return local, taus
 
 
