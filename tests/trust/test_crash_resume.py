@@ -65,12 +65,12 @@ def _complete_cells(out: Path) -> list[str]:
     return [c for c in CELLS if (out / c / MANIFEST).is_file()]
 
 
-@pytest.fixture
-def uninterrupted(populated_root: Path, tmp_path: Path) -> Path:
-    """The reference: the same sweep released in one go, in-process."""
+@pytest.fixture(scope="module")
+def uninterrupted(populated_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The reference: the same sweep released in one go, in-process (once per module; read only)."""
     from tasks.release import release
 
-    root = _root(populated_root, tmp_path / "reference")
+    root = _root(populated_root, tmp_path_factory.mktemp("crash") / "reference")
     release(SLOW, root=root)
     return root / "data" / "release" / SLOW
 
@@ -132,12 +132,14 @@ def test_run_interrupted_after_its_output_was_written_is_marked_failed(populated
                                                                         uninterrupted: Path) -> None:
     """Deterministic version of the kill landing in a cell's MLflow logging: the cell's files are
     complete, its run is still RUNNING."""
-    root = uninterrupted.parents[2]
+    root = tmp_path / "reference"
+    shutil.copytree(uninterrupted.parents[2], root)
+    write_params(root / "params.yaml", _slow_params(root))
     client, experiment_id, _ = _runs(root)
     stale = client.create_run(experiment_id, tags={"stage": "release", "sweep": SLOW, "cell": CELLS[0],
                                                    "dataset": "digits", "embedding": "digits-pca"})
     from tasks.release import release
 
     release(SLOW, root=root)
-    assert read_json(uninterrupted / "sweep.json")["reused"] == CELLS
+    assert read_json(root / "data" / "release" / SLOW / "sweep.json")["reused"] == CELLS
     assert client.get_run(stale.info.run_id).info.status == "FAILED"
