@@ -9,9 +9,7 @@ it (``trust_root``) before changing anything.
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import fcntl
 import hashlib
 import os
 import shutil
@@ -20,6 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+
+from tests.conftest import exclusive
 
 SWEEP = "ss-identity"
 
@@ -102,29 +102,18 @@ def _populate(root: Path, mlflow_db: Path) -> None:
     report(root=root)
 
 
-@contextlib.contextmanager
-def _locked(path: Path):
-    """An exclusive ``fcntl.flock`` on ``path`` (created if absent) while the block runs."""
-    with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 @pytest.fixture(scope="session")
 def populated_root(tmp_path_factory: pytest.TempPathFactory, migrated_mlflow_db: Path) -> Path:
     """A work folder with the outputs of one complete tiny run (see the module docstring).
 
     Built once per test session: under pytest-xdist the first worker to ask builds it in the
-    session's temporary folder (the parent of every worker's own), under a file lock, and the
+    session's temporary folder (the parent of every worker's own), under :func:`exclusive`, and the
     others wait for it and reuse it. Nothing writes into it; tests copy it (:func:`trust_root`)."""
     shared = tmp_path_factory.getbasetemp()
     if os.environ.get("PYTEST_XDIST_WORKER"):
         shared = shared.parent
     root, done = shared / "trust-populated", shared / "trust-populated.done"
-    with _locked(shared / "trust-populated.lock"):
+    with exclusive("trust-populated"):
         if not done.is_file():
             shutil.rmtree(root, ignore_errors=True)  # a build that failed in another worker
             _populate(root, migrated_mlflow_db)
