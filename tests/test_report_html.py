@@ -83,6 +83,7 @@ def _render(html_path: Path, tmp_path: Path) -> dict:
     return json.loads(html.unescape(m.group(1)))
 
 
+@pytest.mark.slow  # headless Chromium in a subprocess
 def test_every_figure_loads_in_headless_chromium(report_dir: Path, tmp_path: Path) -> None:
     page = build_html(report_dir / "index.md").replace("</body>", PROBE + "</body>")
     out = tmp_path / "rendered" / "index.html"  # elsewhere: relative paths would not resolve
@@ -93,6 +94,7 @@ def test_every_figure_loads_in_headless_chromium(report_dir: Path, tmp_path: Pat
     assert {"fam", "glossary", "fam-details"} <= set(probe["ids"])
 
 
+@pytest.mark.slow  # headless Chromium in a subprocess
 def test_a_broken_figure_is_detected_by_the_browser_check(report_dir: Path, tmp_path: Path) -> None:
     """The check above can fail: a figure that does not load has naturalWidth 0."""
     page = build_html(report_dir / "index.md").replace("</body>", PROBE + "</body>")

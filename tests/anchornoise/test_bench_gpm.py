@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import sys
 
+import pytest
+
 from tests.benchmark_run import ROOT, run_quick
 
 
+@pytest.mark.slow  # the benchmark script in a subprocess
 def test_quick_benchmark_schema(tmp_path):
     report = run_quick("bench_gpm.py", "--out", tmp_path / "gpm.json", timeout=120, extra=("--seed", "3"))
     assert report["benchmark"] == "gpm" and report["mode"] == "quick" and report["seed"] == 3

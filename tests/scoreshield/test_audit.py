@@ -95,12 +95,19 @@ def test_perfect_attack_reaches_exactly_the_certifiable_maximum_at_the_bonferron
     assert max_certifiable_epsilon(4000, 1e-5) > max_certifiable_epsilon(2000, 1e-5)
 
 
+HALF_NOISE_SEP = 2.0 / analytic_sigma(1.0, 4.0, 1e-5)  # half-noise separation of the ε = 4 score release
+
+
 def test_power_is_zero_beyond_the_certifiable_maximum_and_grows_with_the_run_count():
-    sep = 2.0 / analytic_sigma(1.0, 4.0, 1e-5)  # half-noise separation of the ε = 4 score release
+    sep = HALF_NOISE_SEP
     assert simulated_power(sep, 9.0, 1e-5, 2000) == 0.0 == audit_power(sep, 9.0, 1e-5, 2000)  # 9 > 5.43
-    small, large = simulated_power(sep, 4.0, 1e-5, 4000), simulated_power(sep, 4.0, 1e-5, 64_000)
-    assert small < 0.2 and large >= 0.95
     assert audit_power(sep, 4.0, 1e-5, 4000) < 0.2 and audit_power(sep, 4.0, 1e-5, 64_000) >= 0.95
+
+
+@pytest.mark.slow  # 2 × 100 simulated audits, up to 64 000 releases a side
+def test_simulated_power_agrees_with_the_exact_power_at_both_run_counts():
+    small, large = simulated_power(HALF_NOISE_SEP, 4.0, 1e-5, 4000), simulated_power(HALF_NOISE_SEP, 4.0, 1e-5, 64_000)
+    assert small < 0.2 and large >= 0.95
 
 
 def test_plan_with_a_fixed_count_says_when_it_cannot_decide():
@@ -132,6 +139,7 @@ class HalfSigmaGram(GaussianGramMechanism):
         return super().sigma_for(n) / 2.0
 
 
+@pytest.mark.slow  # audits at the default (auto) run count: tens of thousands of releases
 def test_half_noise_gram_release_is_flagged_at_the_default_run_size():
     """The default output-adjacency Gram cell at ε = 2 (Δ = 1): its default (auto) run count has
     ≥ 95 % power against half noise; the half-noise release is flagged there, the correct one is not."""
@@ -147,6 +155,7 @@ def test_half_noise_gram_release_is_flagged_at_the_default_run_size():
     assert bad.epsilon_lower_bound > 2.0
 
 
+@pytest.mark.slow  # audits at the default (auto) run count: tens of thousands of releases
 def test_half_noise_score_release_is_flagged_at_the_default_run_size():
     """The noisy score before clipping is audited (clipping at ±1 hides the tails: the clipped
     half-noise release on the ±1 neighbours is only ≈ 2.8-DP, so no audit of it could flag ε = 4)."""

@@ -183,6 +183,7 @@ def test_text_gram_cell_tfidf(tiny_inputs):
     assert n_sent >= 40
 
 
+@pytest.mark.slow  # loads the bundled MiniLM model; the text Gram path runs in test-fast with tfidf (above)
 def test_text_gram_cell_minilm_offline(tiny_inputs):
     """The bundled MiniLM encoder separates the paraphrase groups; the release keeps the structure."""
     clean = run_cell(tiny_inputs, gram_params("clean", gram_source="text", text_encoder="minilm"), seed=0)

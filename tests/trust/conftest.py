@@ -1,21 +1,25 @@
 """Shared fixtures of the trust suite: a work folder that already holds one tiny successful run.
 
-``populated_root`` (built once per session) runs ``prepare → embed → release → integrate →
-attack → evaluate → report`` for a small digits dataset, a user ``.npz`` dataset (``mine``) and a
-one-cell ScoreShield identity sweep, so ``data/``, ``reports/`` and ``mlflow.db`` all exist and
-"left as they were" is a meaningful check. Tests copy it (``trust_root``) before changing anything.
+``populated_root`` (built once per test session, shared by every pytest-xdist worker) runs
+``prepare → embed → release → integrate → attack → evaluate → report`` for a small digits dataset,
+a user ``.npz`` dataset (``mine``) and a one-cell ScoreShield identity sweep, so ``data/``,
+``reports/`` and ``mlflow.db`` all exist and "left as they were" is a meaningful check. Tests copy
+it (``trust_root``) before changing anything.
 """
 
 from __future__ import annotations
 
 import copy
 import hashlib
+import os
 import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
+
+from tests.conftest import exclusive
 
 SWEEP = "ss-identity"
 
@@ -75,9 +79,8 @@ def valid_user_arrays(n: int = 60, p: int = 5, seed: int = 0) -> dict[str, np.nd
     return {"X": X, "y": y}
 
 
-@pytest.fixture(scope="session")
-def populated_root(tmp_path_factory: pytest.TempPathFactory, migrated_mlflow_db: Path) -> Path:
-    """A work folder with the outputs of one complete tiny run (see the module docstring)."""
+def _populate(root: Path, mlflow_db: Path) -> None:
+    """Write the tiny complete run of :func:`populated_root` into the new folder ``root``."""
     from tasks.attack import attack
     from tasks.embed import embed
     from tasks.evaluate import evaluate
@@ -86,8 +89,8 @@ def populated_root(tmp_path_factory: pytest.TempPathFactory, migrated_mlflow_db:
     from tasks.release import release
     from tasks.report import report
 
-    root = tmp_path_factory.mktemp("trust-populated")
-    shutil.copy(migrated_mlflow_db, root / "mlflow.db")
+    root.mkdir()
+    shutil.copy(mlflow_db, root / "mlflow.db")
     (root / "user").mkdir()
     np.savez(root / "user" / "mine.npz", **valid_user_arrays())
     write_params(root / "params.yaml", with_user_path(trust_params(), root, "user/mine.npz"))
@@ -97,6 +100,24 @@ def populated_root(tmp_path_factory: pytest.TempPathFactory, migrated_mlflow_db:
     for stage in (release, integrate, attack, evaluate):
         stage(SWEEP, root=root)
     report(root=root)
+
+
+@pytest.fixture(scope="session")
+def populated_root(tmp_path_factory: pytest.TempPathFactory, migrated_mlflow_db: Path) -> Path:
+    """A work folder with the outputs of one complete tiny run (see the module docstring).
+
+    Built once per test session: under pytest-xdist the first worker to ask builds it in the
+    session's temporary folder (the parent of every worker's own), under :func:`exclusive`, and the
+    others wait for it and reuse it. Nothing writes into it; tests copy it (:func:`trust_root`)."""
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent
+    root, done = shared / "trust-populated", shared / "trust-populated.done"
+    with exclusive("trust-populated"):
+        if not done.is_file():
+            shutil.rmtree(root, ignore_errors=True)  # a build that failed in another worker
+            _populate(root, migrated_mlflow_db)
+            done.touch()
     assert (root / "reports" / "sweeps" / SWEEP / "metrics.json").is_file()
     assert (root / "data" / "prepare" / "mine" / "arrays.npz").is_file()
     return root

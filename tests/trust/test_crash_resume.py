@@ -4,9 +4,9 @@ The release stage of a three-cell sweep (ScoreShield Gram release with the Dykst
 about a second per cell) runs as a subprocess
 ``python -c "from tasks.release import release; release('<sweep>')"`` with ``VEILBENCH_ROOT``
 set. As soon as the first cell's ``manifest.json`` exists the process is killed (SIGKILL), then
-the same command runs again. The result must equal an uninterrupted run of the same sweep, only
-the cells without output are recomputed (``sweep.json``), nothing half-written is left, and the
-MLflow run the kill interrupted is FAILED, not RUNNING.
+the same stage runs again (in this process). The result must equal an uninterrupted run of the
+same sweep, only the cells without output are recomputed (``sweep.json``), nothing half-written is
+left, and the MLflow run the kill interrupted is FAILED, not RUNNING.
 """
 
 from __future__ import annotations
@@ -65,12 +65,12 @@ def _complete_cells(out: Path) -> list[str]:
     return [c for c in CELLS if (out / c / MANIFEST).is_file()]
 
 
-@pytest.fixture
-def uninterrupted(populated_root: Path, tmp_path: Path) -> Path:
-    """The reference: the same sweep released in one go, in-process."""
+@pytest.fixture(scope="module")
+def uninterrupted(populated_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The reference: the same sweep released in one go, in-process (once per module; read only)."""
     from tasks.release import release
 
-    root = _root(populated_root, tmp_path / "reference")
+    root = _root(populated_root, tmp_path_factory.mktemp("crash") / "reference")
     release(SLOW, root=root)
     return root / "data" / "release" / SLOW
 
@@ -99,8 +99,9 @@ def test_killed_sweep_resumes_to_the_uninterrupted_result(populated_root: Path, 
     *_, runs = _runs(root)
     interrupted = {r.info.run_id for r in runs if r.info.status == "RUNNING"}  # almost always one (cell 1's)
 
-    rerun = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=300)
-    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    from tasks.release import release
+
+    release(SLOW, root=root)  # the resume: the same stage again (in-process; only the kill needs a process)
 
     sweep = read_json(out / "sweep.json")
     assert sweep["reused"] == finished, "a cell finished before the kill was recomputed"
@@ -132,12 +133,14 @@ def test_run_interrupted_after_its_output_was_written_is_marked_failed(populated
                                                                         uninterrupted: Path) -> None:
     """Deterministic version of the kill landing in a cell's MLflow logging: the cell's files are
     complete, its run is still RUNNING."""
-    root = uninterrupted.parents[2]
+    root = tmp_path / "reference"
+    shutil.copytree(uninterrupted.parents[2], root)
+    write_params(root / "params.yaml", _slow_params(root))
     client, experiment_id, _ = _runs(root)
     stale = client.create_run(experiment_id, tags={"stage": "release", "sweep": SLOW, "cell": CELLS[0],
                                                    "dataset": "digits", "embedding": "digits-pca"})
     from tasks.release import release
 
     release(SLOW, root=root)
-    assert read_json(uninterrupted / "sweep.json")["reused"] == CELLS
+    assert read_json(root / "data" / "release" / SLOW / "sweep.json")["reused"] == CELLS
     assert client.get_run(stale.info.run_id).info.status == "FAILED"

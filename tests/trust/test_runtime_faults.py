@@ -1,4 +1,6 @@
-"""Runtime faults: damaged outputs are recomputed, never reused; the Prefect server dies with the run.
+"""Runtime faults: damaged outputs are recomputed, never reused; errors cross the command line's
+boundary as one line; a params file edited mid-run stops the run (the run's processes dying with
+it, end to end: ``test_run_lifetime.py``).
 
 Output cases (one row each) damage one stored output of a populated work folder, then run the
 cell again: the damaged output must be recomputed (``run_cell`` returns ``"computed"``) and end
@@ -9,11 +11,8 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -89,62 +88,7 @@ def test_damaged_outputs_are_recomputed_not_reused(case: str, trust_root: Path) 
 
 
 # ------------------------------------------------------------------------------------------------
-# the Prefect server's lifetime is the run's
-# ------------------------------------------------------------------------------------------------
-
-
-def _listening(port: int) -> bool:
-    with socket.socket() as s:
-        s.settimeout(0.5)
-        return s.connect_ex(("127.0.0.1", port)) == 0
-
-
-_HOLDER = """
-import sys, time
-from pathlib import Path
-from flows.server import booting_prefect_server
-with booting_prefect_server(Path(sys.argv[1])) as server:
-    server.wait_until_ready()
-    print(server.url, flush=True)
-    time.sleep(600)
-"""
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT])
-def test_killing_the_run_stops_its_prefect_server(how: int, tmp_path: Path) -> None:
-    """A process holding the server is killed; within 10 s nothing listens on the server's port."""
-    repo = Path(__file__).resolve().parents[2]
-    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "PREFECT_HOME")}
-    env["PYTHONPATH"] = str(repo)
-    proc = subprocess.Popen([sys.executable, "-X", "faulthandler", "-c", _HOLDER, str(tmp_path)], stdout=subprocess.PIPE, text=True, env=env)
-    try:
-        url = proc.stdout.readline().strip()
-        assert url.startswith("http://127.0.0.1:"), url
-        port = int(url.split(":")[2].split("/")[0])
-        assert _listening(port)
-        proc.send_signal(how)
-        try:  # alone it exits within a second; a loaded CI worker once took over 30 s
-            proc.wait(timeout=90)
-        except subprocess.TimeoutExpired:
-            proc.send_signal(signal.SIGABRT)  # -X faulthandler: its stacks go to the captured stderr
-            proc.wait(timeout=30)
-            raise AssertionError(f"the holder did not exit within 90 s of {how!r}; stacks above") from None
-        deadline = time.monotonic() + 10
-        while _listening(port) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert not _listening(port), f"the Prefect server still listens on {port} after {how!r} of its parent"
-        while _processes_of(tmp_path) and time.monotonic() < deadline + 5:
-            time.sleep(0.2)
-        assert not _processes_of(tmp_path), f"a process of the server is left after {how!r} of its parent"
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert (tmp_path / ".prefect" / "server.log").is_file(), "PREFECT_HOME must live under the project"
-
-
-# ------------------------------------------------------------------------------------------------
-# `veilbench run` in a real DVC project: a stage's user error, SIGKILL of the run
+# `veilbench run` in a real DVC project (helpers of test_run_lifetime.py and test_integrity_e2e.py)
 # ------------------------------------------------------------------------------------------------
 
 
@@ -194,53 +138,6 @@ def _user_params(path: str) -> dict:
     params["embeddings"] = {"mine-pca": {"dataset": "mine", "encoder": "pca", "dim": 3}}
     params["sweeps"][SWEEP]["embedding"] = "mine-pca"
     return params
-
-
-@pytest.mark.slow
-@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc")
-def test_error_inside_a_stage_reaches_the_user_as_one_line(tmp_path: Path) -> None:
-    """A user data file rejected inside the prepare task of ``veilbench run``: exit 2, one message
-    naming the file's problem, no traceback, nothing recorded, no server left behind."""
-    root, env = _project(tmp_path, _user_params("user/zeros.npz"))
-    (root / "user").mkdir()
-    np.savez(root / "user" / "zeros.npz", X=np.zeros((40, 5)), y=np.arange(40) % 2)
-    proc = subprocess.run([sys.executable, "-m", "flows.cli", "run"], cwd=root, env=env, capture_output=True,
-                          text=True, timeout=600)
-    assert proc.returncode == 2, (proc.returncode, proc.stderr[-3000:])
-    assert "Traceback" not in proc.stderr + proc.stdout, proc.stderr[-3000:]
-    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1 and "zeros.X" in errors[0] and "constant" in errors[0], proc.stderr[-3000:]
-    assert not (root / "dvc.lock").exists() and not (root / "data" / "prepare" / "mine").exists()
-    assert not _processes_of(root)
-    debug = subprocess.run([sys.executable, "-m", "flows.cli", "--debug", "run"], cwd=root, env=env,
-                           capture_output=True, text=True, timeout=600)
-    assert debug.returncode != 0 and "Traceback" in debug.stderr  # the control: --debug shows it
-
-
-@pytest.mark.slow
-@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc")
-def test_sigkill_of_veilbench_run_leaves_no_server(tmp_path: Path) -> None:
-    from tests.trust.conftest import trust_params
-
-    params = trust_params()
-    del params["datasets"]["mine"]
-    root, env = _project(tmp_path, params)
-    proc = subprocess.Popen([sys.executable, "-m", "flows.cli", "run"], cwd=root, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    try:
-        for line in proc.stdout:  # the server answered once a stage has run ("[k/n] <stage> …" lines)
-            if line.startswith("["):
-                break
-        assert _processes_of(root), "the run's server was not found"
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
-        deadline = time.monotonic() + 15
-        while _processes_of(root) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert not _processes_of(root), "a process of the killed run is left"
-    finally:
-        if proc.poll() is None:
-            proc.kill()
 
 
 # ------------------------------------------------------------------------------------------------
@@ -413,17 +310,6 @@ def test_a_stage_process_whose_params_changed_exits_2(tmp_path: Path, monkeypatc
     assert ran == [None, [SWEEP]] and "changed while the run" in capsys.readouterr().err
     assert yaml.safe_load(params.read_text())["sweeps"][SWEEP]["params"]["audit_releases"] == 500
     assert SNAPSHOT_SHA256 not in os.environ
-
-
-def test_what_runs_before_the_server_does_not_import_prefect() -> None:
-    """Prefect fixes its settings (API URL, home) at import: ``veilbench run`` must not import it
-    before its server exports them, else this process starts a second, unmanaged server."""
-    code = ("import sys, flows.cli, flows.server, tasks.sources, tasks.common; "
-            "sys.exit(1 if 'prefect' in sys.modules else 0)")
-    repo = Path(__file__).resolve().parents[2]
-    proc = subprocess.run([sys.executable, "-c", code], cwd=repo, env={**os.environ, "PYTHONPATH": str(repo)},
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr[-2000:]
 
 
 def test_run_outside_a_dvc_repository_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
