@@ -71,13 +71,20 @@ def ray_lock() -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Order the run: the test files holding a slow test first, then the others (each file's tests
     together, in collection order). ``--dist loadfile --no-loadscope-reorder`` hands the files to
-    the workers in this order, so the longest start first and the quick ones fill the gaps."""
+    the workers in this order, so the longest start first and the quick ones fill the gaps.
+
+    Of the slow files that use :func:`reproduced_project` (built once for all workers), the first
+    comes first and builds it; the others come after the remaining slow files, so that the other
+    worker has work of its own meanwhile instead of waiting for the build."""
     order = {id(item): i for i, item in enumerate(items)}
     slow_files = {item.path for item in items if item.get_closest_marker("slow")}
     first: dict[Path, int] = {}
     for item in items:
         first.setdefault(item.path, order[id(item)])
-    items.sort(key=lambda it: (it.path not in slow_files, first[it.path], order[id(it)]))
+    project_files = sorted({it.path for it in items if it.path in slow_files
+                            and "reproduced_project" in getattr(it, "fixturenames", ())}, key=first.__getitem__)
+    waiting = set(project_files[1:])
+    items.sort(key=lambda it: (it.path not in slow_files, it.path in waiting, first[it.path], order[id(it)]))
 
 
 def tiny_params(**overrides: object) -> dict:
@@ -129,6 +136,36 @@ def mlflow_store(workdir: Path, migrated_mlflow_db: Path) -> Path:
     dest = workdir / "mlflow.db"
     shutil.copy(migrated_mlflow_db, dest)
     return dest
+
+
+@pytest.fixture(scope="session")
+def reproduced_project(tmp_path_factory: pytest.TempPathFactory, prefect_server: str):
+    """The tiny project reproduced by ``dvc repro`` and committed, built once per session for all
+    pytest-xdist workers (:mod:`tests.e2e_root`); a :class:`tests.e2e_root.Reproduced`. Copy it
+    (:func:`tests.e2e_root.copy_project`) or clone it before changing anything."""
+    from tests.e2e_root import reproduced_project, shared_folder
+
+    return reproduced_project(shared_folder(tmp_path_factory, "veilbench-reproduced-project"), prefect_server)
+
+
+@pytest.fixture(scope="module")
+def committed_project(reproduced_project, tmp_path_factory: pytest.TempPathFactory,
+                      prefect_server: str) -> tuple[Path, dict[str, str]]:
+    """A copy of :func:`reproduced_project` for the requesting module and the environment of its
+    commands (:func:`tests.e2e_root.project_env`), shared by that module's tests, none of which
+    may change its workspace."""
+    from tests.e2e_root import copy_project, project_env
+
+    return copy_project(reproduced_project.root, tmp_path_factory.mktemp("dvc") / "repo"), project_env(prefect_server)
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory: pytest.TempPathFactory, migrated_mlflow_db: Path) -> Path:
+    """Every stage but the report run in process on both tiny sweeps (:func:`tests.e2e_root.tiny_run`),
+    once per session for all workers. Copy it (:func:`tests.e2e_root.copy_project`) before changing it."""
+    from tests.e2e_root import shared_folder, tiny_run
+
+    return tiny_run(shared_folder(tmp_path_factory, "veilbench-tiny-run"), migrated_mlflow_db)
 
 
 @pytest.fixture(scope="session")

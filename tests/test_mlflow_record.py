@@ -4,7 +4,6 @@ evaluate run (computed or re-logged as reused) under the latest per-(sweep, stag
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -12,50 +11,30 @@ import pytest
 import yaml
 
 from tasks.attack import attack
-from tasks.embed import embed
 from tasks.evaluate import evaluate
 from tasks.integrate import integrate
-from tasks.prepare import prepare
 from tasks.release import release
 from tasks.tracking import PARENT_KIND, latest_cell_runs
+from tests.e2e_root import copy_project
 
 CELL_STAGES = (release, integrate, attack, evaluate)
 
 
-def _run(root: Path, sweeps: tuple[str, ...]) -> None:
-    prepare("digits", root=root)
-    embed("digits-pca", root=root)
-    for sweep in sweeps:
-        for stage in CELL_STAGES:
-            stage(sweep, root=root)
-
-
-def _git_commit(root: Path) -> str:
-    git = ["git", "-c", "user.name=t", "-c", "user.email=t@x"]
-    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
-    subprocess.run([*git, "add", "params.yaml"], cwd=root, check=True)
-    subprocess.run([*git, "commit", "-q", "-m", "params"], cwd=root, check=True)
-    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
-
-
 @pytest.fixture(scope="module")
-def incremental(tmp_path_factory: pytest.TempPathFactory, migrated_mlflow_db: Path):
-    """A full run of both tiny sweeps, then ε 8 → 16 in sweep ``ss`` and its stages run again
-    (built once for this module: every stage is given its root explicitly)."""
-    from tests.conftest import tiny_params
+def incremental(tiny_run: Path, tmp_path_factory: pytest.TempPathFactory):
+    """A copy of the session's full run of both tiny sweeps (:func:`tests.e2e_root.tiny_run`:
+    ``params.yaml`` committed to git first), then ε 8 → 16 in sweep ``ss`` and its stages run again
+    (once for this module: every stage is given its root explicitly)."""
+    from mlflow.tracking import MlflowClient
 
-    workdir = tmp_path_factory.mktemp("record")
-    (workdir / "params.yaml").write_text(yaml.safe_dump(tiny_params(), sort_keys=False))
-    shutil.copy(migrated_mlflow_db, workdir / "mlflow.db")
-    commit = _git_commit(workdir)
-    _run(workdir, ("ss", "ss-identity"))
+    workdir = copy_project(tiny_run, tmp_path_factory.mktemp("record") / "root")
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=workdir, capture_output=True, text=True,
+                            check=True).stdout.strip()
     params = yaml.safe_load((workdir / "params.yaml").read_text())
     params["sweeps"]["ss"]["grid"]["epsilon"] = [4.0, 16.0]
     (workdir / "params.yaml").write_text(yaml.safe_dump(params))
     for stage in CELL_STAGES:
         stage("ss", root=workdir)
-    from mlflow.tracking import MlflowClient
-
     client = MlflowClient(tracking_uri=f"sqlite:///{workdir / 'mlflow.db'}")
     return workdir, client, client.get_experiment_by_name("veilbench-test").experiment_id, commit
 

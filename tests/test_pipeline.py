@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -18,40 +17,21 @@ from tasks.prepare import prepare
 from tasks.release import release
 from tasks.report import report
 from tasks.sweep import summarise
-from tests.conftest import tiny_params
+from tests.e2e_root import copy_project
 from veilbench.io import read_bundle
 
 CELL_STAGES = (release, integrate, attack, evaluate)
-
-
-def _run_all(root: Path, sweeps: tuple[str, ...] = ("ss", "ss-identity")) -> None:
-    prepare("digits", root=root)
-    embed("digits-pca", root=root)
-    for sweep in sweeps:
-        for stage in CELL_STAGES:
-            stage(sweep, root=root)
 
 
 def _cell_json(root: Path, sweep: str, cell: str) -> dict:
     return json.loads((root / "reports/sweeps" / sweep / "cells" / f"{cell}.json").read_text())
 
 
-@pytest.fixture(scope="module")
-def pipeline_built(tmp_path_factory: pytest.TempPathFactory, migrated_mlflow_db: Path) -> Path:
-    """Both tiny sweeps run once for this module (every stage is given its root explicitly);
-    tests read or change a copy (:func:`pipeline_run`)."""
-    root = tmp_path_factory.mktemp("pipeline")
-    (root / "params.yaml").write_text(yaml.safe_dump(tiny_params(), sort_keys=False))
-    shutil.copy(migrated_mlflow_db, root / "mlflow.db")
-    _run_all(root)
-    return root
-
-
 @pytest.fixture
-def pipeline_run(pipeline_built: Path, workdir: Path) -> Path:
-    """A private copy of :func:`pipeline_built` in ``workdir`` (``VEILBENCH_ROOT``)."""
-    shutil.copytree(pipeline_built, workdir, dirs_exist_ok=True)
-    return workdir
+def pipeline_run(tiny_run: Path, workdir: Path) -> Path:
+    """A private copy, in ``workdir`` (``VEILBENCH_ROOT``), of both tiny sweeps run once per session
+    (:func:`tests.e2e_root.tiny_run`: every stage but the report, each given its root explicitly)."""
+    return copy_project(tiny_run, workdir)
 
 
 def test_stage_files_follow_the_contract(pipeline_run: Path) -> None:
@@ -138,15 +118,6 @@ def test_report_builds_tables_and_figures(pipeline_run: Path) -> None:
     by_cell = {p["cell"]: p for p in points}
     assert by_cell["epsilon=8.0"]["x"] == 8.0
     assert by_cell["mechanism=clean"]["x"] is None, "references have no ε and are drawn as lines"
-
-
-def test_same_params_and_seed_give_identical_metrics(pipeline_run: Path) -> None:
-    first = _cell_json(pipeline_run, "ss", "epsilon=4.0")
-    for sub in ("data/release", "data/integrate", "data/attack", "reports/sweeps"):
-        shutil.rmtree(pipeline_run / sub)
-    _run_all(pipeline_run, ("ss",))
-    second = _cell_json(pipeline_run, "ss", "epsilon=4.0")
-    assert first == second, "the whole record, seal included: its timings are in the sidecar"
 
 
 def test_failed_stage_marks_mlflow_run_failed_and_writes_nothing(workdir: Path, mlflow_store: Path) -> None:

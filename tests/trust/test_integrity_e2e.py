@@ -10,6 +10,9 @@
 The edit lands at a fixed point of the run, not after a sleep: the run is started through a small
 wrapper (:data:`_EDITING_RUN`) whose ``load_params`` edits the file right after the named stage
 function has read it, so that stage goes on computing from the old version.
+
+The interrupted runs start their own Prefect server, as a user's run does, and must leave none
+behind; the runs that only have to succeed use the session's test server (:func:`_on_test_server`).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import numpy as np
 import pytest
 import yaml
 
-from tests.test_dvc_e2e import _stages_run
+from tests.e2e_root import stages_run as _stages_run
 from tests.trust.conftest import SWEEP, valid_user_arrays
 from tests.trust.test_runtime_faults import _processes_of, _project, _user_params
 
@@ -76,6 +79,11 @@ def _veilbench_run(root: Path, env: dict[str, str]) -> str:
     proc = _run([sys.executable, "-m", "flows.cli", "run"], root, env)
     assert proc.returncode == 0, (proc.returncode, proc.stdout[-3000:], proc.stderr[-3000:])
     return proc.stdout + proc.stderr
+
+
+def _on_test_server(env: dict[str, str], prefect_server: str) -> dict[str, str]:
+    """``env`` with the session's Prefect test server: the run starts no server of its own."""
+    return {**env, "PREFECT_API_URL": prefect_server}
 
 
 def _dvc_stale(root: Path, env: dict[str, str]) -> set[str]:
@@ -157,7 +165,8 @@ EDITS = {
 
 
 @pytest.mark.parametrize("case", list(EDITS))
-def test_params_edited_mid_run_leave_no_manifest_disagreeing_with_the_lock(case: str, tmp_path: Path) -> None:
+def test_params_edited_mid_run_leave_no_manifest_disagreeing_with_the_lock(case: str, tmp_path: Path,
+                                                                          prefect_server: str) -> None:
     where, (old, new), recorded_before, running = EDITS[case]
     root, env = _project(tmp_path, _gaussian_params("user/mine.npz"))
     (root / "user").mkdir()
@@ -178,7 +187,7 @@ def test_params_edited_mid_run_leave_no_manifest_disagreeing_with_the_lock(case:
     stale = _dvc_stale(root, env)
     assert running in stale and not stale & recorded_before, stale
 
-    second = _stages_run(_veilbench_run(root, env))
+    second = _stages_run(_veilbench_run(root, _on_test_server(env, prefect_server)))
     assert running in second and not second & recorded_before, second
     assert _dvc_stale(root, env) == set(), "after a complete run dvc status is clean"
     assert lock_disagreements(root) == []
@@ -242,8 +251,9 @@ def _results(root: Path) -> dict[str, Any]:
 
 
 def test_a_replaced_user_file_is_recomputed_as_a_clean_run(tmp_path: Path, migrated_mlflow_db: Path,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+                                                          monkeypatch: pytest.MonkeyPatch, prefect_server: str) -> None:
     root, env = _project(tmp_path, _user_params("user/mine.npz"))
+    env = _on_test_server(env, prefect_server)
     (root / "user").mkdir()
     np.savez(root / "user" / "mine.npz", **valid_user_arrays(seed=0))
     _veilbench_run(root, env)

@@ -1,0 +1,203 @@
+"""One reproduced git + DVC project for the end-to-end tests, built once per test session.
+
+The project is this repository's code, ``dvc.yaml``, ``.gitignore`` and ``.dvcignore`` with a tiny
+``params.yaml`` (:func:`project_params`), in a git repository with DVC, reproduced by a plain
+``dvc repro`` (every stage's ``cmd`` in its own process, as a user runs it) and committed.
+
+It is built once for the whole session, across pytest-xdist workers: the first worker that asks
+builds it under an exclusive lock (``fcntl.flock``) in a folder beside the workers' own temporary
+folders, the others wait for that build and reuse it. Nobody changes the built project: a test
+module takes a private copy (:func:`copy_project`) or clones it with git. The ``dvc repro`` output
+of the build is kept (:attr:`Reproduced.repro_output`) so that a test can check what it ran.
+
+:func:`tiny_run` is the in-process counterpart (no DVC): every stage but the report run once on
+both tiny sweeps, shared the same way by the in-process pipeline and MLflow tests.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import re
+import shutil
+import sqlite3
+import subprocess
+import sys
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.conftest import REPO, tiny_params
+
+DVC = [sys.executable, "-m", "dvc"]
+VEILBENCH_RUN = [sys.executable, "-m", "flows.cli", "run"]
+
+#: Every stage of :func:`project_params`, as DVC addresses them.
+ALL_STAGES = frozenset({"prepare@digits", "embed@digits-pca", "release@ss", "integrate@ss", "attack@ss",
+                        "evaluate@ss", "report"})
+
+
+def run(cmd: list[str], cwd: Path, env: dict[str, str], timeout: int = 600) -> str:
+    """Run ``cmd``; fail the test with the end of its output unless it exits 0; return stdout + stderr."""
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, f"{cmd} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc.stdout + proc.stderr
+
+
+def stages_run(output: str) -> set[str]:
+    """Stages that ran: DVC's "Running stage 'x'" lines, or `veilbench run`'s "[k/n] x: …" lines."""
+    dvc = {line.split("'")[1] for line in output.splitlines() if line.startswith("Running stage '")}
+    ours = {m.group(1) for m in re.finditer(r"^\[\d+/\d+\] (\S+?)(?::| in )", output, re.M)}
+    return dvc | ours
+
+
+def project_env(prefect_url: str) -> dict[str, str]:
+    """The environment a user's shell would give the project's commands: no ``PYTHONPATH``,
+    ``VEILBENCH_ROOT`` or ``DVC_ROOT``, the test Prefect server, a git identity, and this
+    interpreter's folder first on ``PATH`` (``dvc.yaml`` calls ``python``)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VEILBENCH_ROOT", "DVC_ROOT")}
+    env.update({"PREFECT_API_URL": prefect_url, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x",
+                "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@x",
+                "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"})
+    return env
+
+
+def project_params() -> dict:
+    """One small ScoreShield Gram sweep ``ss``: ε ∈ {4, 8} and the clean reference, one seed. The
+    Gram regime has the cross-family metrics the DVC summary shows; two ε cells let a changed ε be
+    recomputed while the other grid cell and the reference are reused."""
+    params = tiny_params()
+    params["sweeps"] = {"ss": {"family": "scoreshield", "embedding": "digits-pca", "seeds": [0],
+                               "params": {"regime": "gram", "mechanism": "aap", "adjacency": "output",
+                                          "gram_sensitivity": 1.0, "n_records": 60, "delta": 1e-5},
+                               "grid": {"epsilon": [4.0, 8.0]}, "cells": [{"mechanism": "clean"}]}}
+    params["report"]["frontiers"][0].update(y="utility_roc_auc", x_label="privacy budget ε", y_label="ROC AUC")
+    return params
+
+
+def init_project(root: Path, params: dict, env: dict[str, str]) -> Path:
+    """``root``: the project's code, ``dvc.yaml``, ``.gitignore``, ``.dvcignore`` and ``params``
+    after ``git init`` and ``dvc init`` (nothing committed, nothing run)."""
+    root.mkdir(parents=True)
+    for item in ("veilbench", "tasks", "flows"):
+        shutil.copytree(REPO / item, root / item, ignore=shutil.ignore_patterns("__pycache__"))
+    for item in ("dvc.yaml", ".gitignore"):
+        shutil.copy(REPO / item, root / item)
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    run(["git", "init", "-q"], root, env)
+    run([*DVC, "init", "-q"], root, env)
+    shutil.copy(REPO / ".dvcignore", root / ".dvcignore")  # after `dvc init`, which writes its own
+    return root
+
+
+@dataclass(frozen=True)
+class Reproduced:
+    """The built project (:attr:`root`, never to be changed) and the output of its ``dvc repro``."""
+
+    root: Path
+    repro_output: str
+
+
+def _build(folder: Path, prefect_url: str) -> None:
+    env = project_env(prefect_url)
+    root = init_project(folder / "repo", project_params(), env)
+    (folder / "repro.log").write_text(run([*DVC, "repro"], root, env, timeout=900))
+    run(["git", "add", "-A"], root, env)
+    run(["git", "commit", "-qm", "reproduced"], root, env)
+
+
+def built_once(folder: Path, build: Callable[[Path], None]) -> Path:
+    """``folder``, filled by ``build(folder)`` in the first process that asks (pytest-xdist workers
+    included); later callers wait on the lock and reuse it. A failed build is reported to them,
+    not retried."""
+    folder.mkdir(parents=True, exist_ok=True)
+    ready, failed = folder / "ready", folder / "failed"
+    with open(folder / "lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            if failed.exists():
+                raise RuntimeError(f"the shared build in {folder} failed (in another test):\n{failed.read_text()}")
+            if not ready.exists():
+                try:
+                    build(folder)
+                except BaseException:
+                    failed.write_text(traceback.format_exc())
+                    raise
+                ready.touch()
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+    return folder
+
+
+def reproduced_project(folder: Path, prefect_url: str) -> Reproduced:
+    """The reproduced project, built in ``folder`` once (:func:`built_once`)."""
+    built_once(folder, lambda f: _build(f, prefect_url))
+    return Reproduced(folder / "repo", (folder / "repro.log").read_text())
+
+
+def workspace_snapshot(root: Path) -> dict[str, str]:
+    """SHA-256 of every file of the workspace outside ``.git``, DVC's temporaries, the MLflow store
+    and the scheduled runs' roots (all ignored by git)."""
+    skip = (".git", ".dvc/tmp", ".dvc/cache", "mlflow.db", "mlruns", "runs/")
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*"))
+            if p.is_file() and not any(str(p.relative_to(root)).startswith(s) for s in skip)
+            and "__pycache__" not in p.parts}
+
+
+def shared_folder(tmp_path_factory: Any, name: str) -> Path:
+    """``<this session's temporary root>/name``: one folder for all pytest-xdist workers of the session."""
+    base = tmp_path_factory.getbasetemp()
+    return (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / name
+
+
+def _build_tiny_run(folder: Path, migrated_mlflow_db: Path) -> None:
+    from tasks.attack import attack
+    from tasks.embed import embed
+    from tasks.evaluate import evaluate
+    from tasks.integrate import integrate
+    from tasks.prepare import prepare
+    from tasks.release import release
+
+    root = folder / "root"
+    root.mkdir()
+    (root / "params.yaml").write_text(yaml.safe_dump(tiny_params(), sort_keys=False))
+    shutil.copy(migrated_mlflow_db, root / "mlflow.db")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@x"]
+    for cmd in (["git", "init", "-q"], [*git, "add", "params.yaml"], [*git, "commit", "-q", "-m", "params"]):
+        subprocess.run(cmd, cwd=root, check=True, capture_output=True)
+    prepare("digits", root=root)
+    embed("digits-pca", root=root)
+    for sweep in ("ss", "ss-identity"):
+        for stage in (release, integrate, attack, evaluate):
+            stage(sweep, root=root)
+
+
+def tiny_run(folder: Path, migrated_mlflow_db: Path) -> Path:
+    """A work folder (no DVC) where every stage but the report ran, in process, on both sweeps of
+    :func:`tests.conftest.tiny_params`, after ``params.yaml`` was committed to git; built in
+    ``folder`` once (:func:`built_once`). Tests change only copies (:func:`copy_project`)."""
+    return built_once(folder, lambda f: _build_tiny_run(f, migrated_mlflow_db)) / "root"
+
+
+def copy_project(source: Path, dest: Path) -> Path:
+    """A private copy of the project or work folder at ``source`` (git, DVC and MLflow state
+    included) at ``dest`` (files already there and not in ``source`` are kept).
+
+    MLflow stores each experiment's artifact location and each run's artifact URI as absolute
+    paths (into ``<root>/mlruns``); the copy's store is pointed at its own ``mlruns`` so that runs
+    in the copy never write into ``source``."""
+    shutil.copytree(source, dest, symlinks=True, dirs_exist_ok=True)
+    store = dest / "mlflow.db"
+    if store.exists():
+        with sqlite3.connect(store) as db:
+            db.execute("UPDATE experiments SET artifact_location = REPLACE(artifact_location, ?, ?)",
+                       (str(source), str(dest)))
+            db.execute("UPDATE runs SET artifact_uri = REPLACE(artifact_uri, ?, ?)", (str(source), str(dest)))
+        db.close()
+    return dest
