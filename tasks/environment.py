@@ -22,15 +22,16 @@ def pinned_environment(restore: Iterable[str] = (), /, **values: str | None) -> 
     """
     saved = {k: os.environ.get(k) for k in (*restore, *values)}
     try:
-        for key, value in values.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+        _apply(values)
         yield
     finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+        _apply(saved)
+
+
+def _apply(values) -> None:
+    """Set every variable of ``values`` to its value; a value of None unsets it."""
+    for key, value in values.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
