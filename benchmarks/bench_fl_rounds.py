@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import threading
 import time
 from dataclasses import replace
@@ -49,10 +50,12 @@ for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
 
 import numpy as np  # noqa: E402
 
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # measure this checkout's veilbench, not whichever one is installed
+
 from measure import MAX_UNIT_DRIFT, drift_summary, measure, unit_checkpoint  # noqa: E402
 from veilbench.io import write_json  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
 MODES = {
     "quick": {"clients": (20,), "records": 2_000, "rounds": 2, "local_epochs": 2},
     "full": {"clients": (20, 50), "records": 25_000, "rounds": 10, "local_epochs": 10},
