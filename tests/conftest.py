@@ -6,7 +6,8 @@ server start-up timeout.
 
 Under pytest-xdist (``make test``: ``pytest -n 2 --dist loadfile --no-loadscope-reorder``) each
 test file runs on one worker (its module-scoped fixtures are built once), every session-scoped
-fixture once per worker; :func:`pytest_collection_modifyitems` starts the files with slow tests
+fixture once per worker (the Prefect server and the reproduced project once for all workers);
+:func:`pytest_collection_modifyitems` starts the files with slow tests
 first, and :func:`ray_lock` keeps two workers from starting Ray/Flower at the same time.
 """
 
@@ -75,15 +76,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
     Of the slow files that use :func:`reproduced_project` (built once for all workers), the first
     comes first and builds it; the others come after the remaining slow files, so that the other
-    worker has work of its own meanwhile instead of waiting for the build."""
+    worker has work of its own meanwhile instead of waiting for the build. Likewise the files that
+    hold :func:`ray_lock` (Ray, Flower): the first keeps its place, the others come after the
+    remaining slow files, so that the two workers never run two of them at once, one idle on the lock
+    (observed: 45 s of a worker's time)."""
     order = {id(item): i for i, item in enumerate(items)}
     slow_files = {item.path for item in items if item.get_closest_marker("slow")}
     first: dict[Path, int] = {}
     for item in items:
         first.setdefault(item.path, order[id(item)])
-    project_files = sorted({it.path for it in items if it.path in slow_files
-                            and "reproduced_project" in getattr(it, "fixturenames", ())}, key=first.__getitem__)
-    waiting = set(project_files[1:])
+    waiting: set[Path] = set()
+    for shared in ("reproduced_project", "ray_lock"):
+        users = sorted({it.path for it in items if it.path in slow_files
+                        and shared in getattr(it, "fixturenames", ())}, key=first.__getitem__)
+        waiting.update(users[1:])
     items.sort(key=lambda it: (it.path not in slow_files, it.path in waiting, first[it.path], order[id(it)]))
 
 
@@ -169,10 +175,16 @@ def tiny_run(tmp_path_factory: pytest.TempPathFactory, migrated_mlflow_db: Path)
 
 
 @pytest.fixture(scope="session")
-def prefect_server() -> str:
-    """One Prefect test server for the whole session; yields its API URL."""
-    from prefect.settings import PREFECT_API_URL
-    from prefect.testing.utilities import prefect_test_harness
+def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """One Prefect test server for the whole session, shared by all pytest-xdist workers
+    (:func:`tests.e2e_root.shared_prefect_server`: the first worker that asks starts it, it stops
+    when the pytest run ends); yields its API URL, set as this process's ``PREFECT_API_URL``."""
+    import prefect.context
+    from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    with prefect_test_harness(server_startup_timeout=120):
-        yield PREFECT_API_URL.value()
+    from tests.e2e_root import shared_folder, shared_prefect_server
+
+    url = shared_prefect_server(shared_folder(tmp_path_factory, "veilbench-prefect-server"))
+    with temporary_settings(updates={PREFECT_API_URL: url}), \
+            prefect.context._temporary_global_settings_context(prefect.context.get_settings_context()):
+        yield url

@@ -24,6 +24,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -154,6 +155,77 @@ def shared_folder(tmp_path_factory: Any, name: str) -> Path:
     """``<this session's temporary root>/name``: one folder for all pytest-xdist workers of the session."""
     base = tmp_path_factory.getbasetemp()
     return (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / name
+
+
+#: Runs a command (the Prefect server) until the process ``argv[1]`` (the pytest run) is gone, then stops it.
+_KEEPER = """
+import os, signal, subprocess, sys, time
+watched, child = int(sys.argv[1]), subprocess.Popen(sys.argv[2:])
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+try:
+    while child.poll() is None:
+        try:
+            os.kill(watched, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(1)
+finally:
+    if child.poll() is None:
+        child.terminate()
+        try:
+            child.wait(15)
+        except subprocess.TimeoutExpired:
+            child.kill()
+"""
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _start_prefect_server(folder: Path, timeout: float = 120) -> None:
+    """A Prefect API server as :func:`prefect.testing.utilities.prefect_test_harness` starts it
+    (uvicorn on loopback, no UI, its own SQLite database in ``folder``), kept alive until the pytest
+    run (the pytest-xdist controller, the parent of a worker) ends; its URL in ``folder/url``."""
+    import urllib.request
+
+    import prefect
+
+    owner = os.getppid() if os.environ.get("PYTEST_XDIST_WORKER") else os.getpid()
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}/api"
+    env = {**os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1",
+           "PREFECT_HOME": str(folder / "home"),
+           "PREFECT_SERVER_DATABASE_CONNECTION_URL": f"sqlite+aiosqlite:///{folder / 'prefect.db'}"}
+    env.pop("PREFECT_API_URL", None)
+    with open(folder / "server.log", "w") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _KEEPER, str(owner), sys.executable, "-m", "uvicorn",
+             "--app-dir", str(Path(prefect.__file__).parent.parent), "--factory", "prefect.server.api.server:create_app",
+             "--host", "127.0.0.1", "--port", str(port), "--log-level", "error", "--lifespan", "on"],
+            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/health", timeout=5) as response:
+                if response.status == 200:
+                    break
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"the test Prefect server did not start:\n{(folder / 'server.log').read_text()[-3000:]}")
+        time.sleep(0.5)
+    (folder / "url").write_text(url)
+
+
+def shared_prefect_server(folder: Path) -> str:
+    """The API URL of the session's one Prefect test server, started in ``folder`` by the first
+    process that asks (:func:`built_once`): the pytest-xdist workers share it."""
+    return (built_once(folder, _start_prefect_server) / "url").read_text()
 
 
 def _build_tiny_run(folder: Path, migrated_mlflow_db: Path) -> None:

@@ -19,9 +19,10 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc")
-def test_error_inside_a_stage_reaches_the_user_as_one_line(tmp_path: Path) -> None:
+def test_error_inside_a_stage_reaches_the_user_as_one_line(tmp_path: Path, prefect_server: str) -> None:
     """A user data file rejected inside the prepare task of ``veilbench run``: exit 2, one message
-    naming the file's problem, no traceback, nothing recorded, no server left behind."""
+    naming the file's problem, no traceback, nothing recorded, no server left behind. (The
+    ``--debug`` control runs on the session's test server: it checks only what is printed.)"""
     root, env = _project(tmp_path, _user_params("user/zeros.npz"))
     (root / "user").mkdir()
     np.savez(root / "user" / "zeros.npz", X=np.zeros((40, 5)), y=np.arange(40) % 2)
@@ -33,7 +34,8 @@ def test_error_inside_a_stage_reaches_the_user_as_one_line(tmp_path: Path) -> No
     assert len(errors) == 1 and "zeros.X" in errors[0] and "constant" in errors[0], proc.stderr[-3000:]
     assert not (root / "dvc.lock").exists() and not (root / "data" / "prepare" / "mine").exists()
     assert not _processes_of(root)
-    debug = subprocess.run([sys.executable, "-m", "flows.cli", "--debug", "run"], cwd=root, env=env,
+    debug = subprocess.run([sys.executable, "-m", "flows.cli", "--debug", "run"], cwd=root,
+                           env={**env, "PREFECT_API_URL": prefect_server},
                            capture_output=True, text=True, timeout=600)
     assert debug.returncode != 0 and "Traceback" in debug.stderr  # the control: --debug shows it
 
