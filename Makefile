@@ -18,7 +18,9 @@ export DVC_NO_ANALYTICS ?= 1
 export OMP_NUM_THREADS ?= 2
 # One OpenBLAS thread: its thread count enters results (tasks/numerics.py pins the CPU code paths too).
 export OPENBLAS_NUM_THREADS ?= 1
-export MKL_NUM_THREADS ?= 2
+# One MKL thread (torch's BLAS): with two, GCA cells run side by side in threads differ in their
+# last bits from the same cells run alone (tasks/numerics.py).
+export MKL_NUM_THREADS ?= 1
 export NUMBA_NUM_THREADS ?= 2
 
 .PHONY: run test test-fast test-timed install install-browser bench bench-quick clean-outputs data reproduce

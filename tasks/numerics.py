@@ -8,11 +8,14 @@ in its own order, so the last bits of a float result depend on the CPU: the sent
 and the GCA federations (torch) and the PCA embedding (OpenBLAS) come out different on another
 CPU, their digests change, and every cell downstream of them recomputes, with results that differ
 in the 4th digit. OpenBLAS's thread count enters too: the PCA embedding computed with one and
-with two OpenBLAS threads differs in its last bits (torch's results here do not depend on it).
+with two OpenBLAS threads differs in its last bits. So does MKL's inside torch when two cells run
+at once in threads: with ``MKL_NUM_THREADS=2`` a GCA cell run beside another one gives other bits
+than the same cell run alone (``tests/gca/test_concurrency.py`` fails), although each cell runs
+with one torch thread; with one MKL thread they agree.
 
 :func:`pin_cpu_code_paths` fixes the AVX2 code path of each library through its documented
 environment variable (``MKL_CBWR``: MKL's conditional numerical reproducibility; ``ATEN_CPU_CAPABILITY``;
-``OPENBLAS_CORETYPE``; ``ONEDNN_MAX_CPU_ISA``) and one OpenBLAS thread (``OPENBLAS_NUM_THREADS``;
+``OPENBLAS_CORETYPE``; ``ONEDNN_MAX_CPU_ISA``) and one OpenBLAS and one MKL thread (``OPENBLAS_NUM_THREADS``, ``MKL_NUM_THREADS``;
 cells already run with one BLAS thread each). They are read when a library loads, so the pin
 must happen before numpy or torch is imported: importing :mod:`tasks` does it. A variable the
 user already set is kept. On other architectures (arm64) nothing is set: results there are
@@ -34,7 +37,7 @@ AVX2_CODE_PATHS = {
 }
 
 #: variable → value: thread counts that enter results.
-RESULT_THREADS = {"OPENBLAS_NUM_THREADS": "1"}
+RESULT_THREADS = {"OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
 def pin_cpu_code_paths(environ: MutableMapping[str, str] | None = None, machine: str | None = None) -> dict[str, str]:
