@@ -179,14 +179,6 @@ finally:
 """
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _start_prefect_server(folder: Path, timeout: float = 120) -> None:
     """A Prefect API server as :func:`prefect.testing.utilities.prefect_test_harness` starts it
     (uvicorn on loopback, no UI, its own SQLite database in ``folder``), kept alive until the pytest
@@ -195,8 +187,10 @@ def _start_prefect_server(folder: Path, timeout: float = 120) -> None:
 
     import prefect
 
+    from flows.server import _free_port
+
     owner = os.getppid() if os.environ.get("PYTEST_XDIST_WORKER") else os.getpid()
-    port = _free_port()
+    port = _free_port("127.0.0.1")
     url = f"http://127.0.0.1:{port}/api"
     env = {**os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1",
            "PREFECT_HOME": str(folder / "home"),
