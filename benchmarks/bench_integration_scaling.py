@@ -62,7 +62,7 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 from sklearn.ensemble import RandomForestClassifier  # noqa: E402
 
-from measure import MAX_UNIT_DRIFT, measure  # noqa: E402
+from measure import MAX_UNIT_DRIFT, MIN_CHECKPOINT_SECONDS, measure  # noqa: E402
 
 from veilbench.datasets.idx import IDX_FILES, read_idx_folder  # noqa: E402
 from veilbench.dc.anchors import select_sources, smote_anchor  # noqa: E402
@@ -142,13 +142,21 @@ def eigh_unit(seed: int):
     return lambda: np.linalg.eigh(g)
 
 
-def time_method(factory, anchor_irs, labels, test_irs, unit, repeats: int):
+#: mode → (unit calls per checkpoint, least CPU seconds a checkpoint spans): a quick run (never cited,
+#: a schema check) times the unit less often than :mod:`measure`'s defaults, which the full run keeps.
+UNIT_CHECKPOINTS = {"quick": (3, 0.0), "full": (5, MIN_CHECKPOINT_SECONDS)}
+
+
+def time_method(factory, anchor_irs, labels, test_irs, unit, repeats: int, mode: str = "full"):
     """Fit and transform, each measured with :func:`measure.measure` (CPU seconds, unit re-timed around
     every repeat). Returns ``(fitted integrator, row fields, mapped test IRs)``; transform times are per
     mapped record."""
     n_rows = sum(t.shape[0] for t in test_irs)
-    integ, fit = measure(lambda: factory().fit(anchor_irs, labels), unit, repeats=repeats)
-    mapped, tr = measure(lambda: [integ.transform(t, k) for k, t in enumerate(test_irs)], unit, repeats=repeats)
+    calls, span = UNIT_CHECKPOINTS[mode]
+    integ, fit = measure(lambda: factory().fit(anchor_irs, labels), unit, repeats=repeats, unit_repeats=calls,
+                         checkpoint_seconds=span)
+    mapped, tr = measure(lambda: [integ.transform(t, k) for k, t in enumerate(test_irs)], unit, repeats=repeats,
+                         unit_repeats=calls, checkpoint_seconds=span)
     drift = max(fit["unit_drift"], tr["unit_drift"])
     return integ, {
         "fit_seconds": fit["cpu_seconds"],
@@ -275,7 +283,7 @@ def main() -> None:
         anchor_irs, labels, test_irs, own = ir_for_anchor(s, n_a)
         fitted = {}
         for name, factory in methods(rank, args.seed).items():
-            integ, timing, mapped = time_method(factory, anchor_irs, labels, test_irs, unit, args.repeats)
+            integ, timing, mapped = time_method(factory, anchor_irs, labels, test_irs, unit, args.repeats, mode)
             fitted[name] = (integ, timing, mapped)
             if isinstance(integ, NKI):
                 steps.append(nki_step_row(name, n_a, args.parties, integ))
@@ -297,7 +305,7 @@ def main() -> None:
     for n_a in large:
         anchor_irs, labels, test_irs, own = ir_for_anchor(s, n_a)
         factory = methods(rank, args.seed)["nki_nystrom"]
-        ny, ny_t, ny_map = time_method(factory, anchor_irs, labels, test_irs, unit, args.repeats)
+        ny, ny_t, ny_map = time_method(factory, anchor_irs, labels, test_irs, unit, args.repeats, mode)
         nystrom.append(nystrom_row(n_a, rank, ny_t, peak_memory_mb(factory, anchor_irs, labels, test_irs),
                                    accuracy(ny, own, ny_map, s)))
         print(f"nki_nystrom     n_a={n_a:5d} fit {ny_t['fit_seconds']:8.3f} s  peak {nystrom[-1]['peak_memory_mb']:.0f} MB",

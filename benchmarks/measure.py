@@ -46,13 +46,14 @@ def unit_checkpoint(unit: Callable[[], Any], repeats: int) -> tuple[float, list[
     return float(np.median(samples)), samples
 
 
-def first_checkpoint(unit: Callable[[], Any], least: int) -> tuple[float, list[float], int]:
-    """The first checkpoint: ``least`` calls, extended until they span :data:`MIN_CHECKPOINT_SECONDS`
-    of CPU time (at most 1000 calls). Returns (median, samples, calls per checkpoint) so that the
-    later checkpoints of the measurement make as many calls."""
+def first_checkpoint(unit: Callable[[], Any], least: int,
+                     min_seconds: float = MIN_CHECKPOINT_SECONDS) -> tuple[float, list[float], int]:
+    """The first checkpoint: ``least`` calls, extended until they span ``min_seconds`` (default
+    :data:`MIN_CHECKPOINT_SECONDS`) of CPU time (at most 1000 calls). Returns (median, samples, calls
+    per checkpoint) so that the later checkpoints of the measurement make as many calls."""
     samples = unit_seconds(unit, least)
     median = float(np.median(samples))
-    calls = int(min(1000, max(least, np.ceil(MIN_CHECKPOINT_SECONDS / max(median, 1e-6)))))
+    calls = int(min(1000, max(least, np.ceil(min_seconds / max(median, 1e-6)))))
     if calls > len(samples):
         samples += unit_seconds(unit, calls - len(samples))
     return float(np.median(samples)), samples, calls
@@ -69,9 +70,11 @@ def drift_summary(checkpoints: list[float], samples: list[float]) -> dict:
             "unit_sample_spread": spread, "unit_checkpoints": len(checkpoints)}
 
 
-def measure(fn: Callable[[], Any], unit: Callable[[], Any], repeats: int = 3, unit_repeats: int = 5) -> tuple[Any, dict]:
+def measure(fn: Callable[[], Any], unit: Callable[[], Any], repeats: int = 3, unit_repeats: int = 5,
+            checkpoint_seconds: float = MIN_CHECKPOINT_SECONDS) -> tuple[Any, dict]:
     """Run ``fn`` ``repeats`` times, timing ``unit`` before the first and after every repeat
-    (checkpoints of at least ``unit_repeats`` calls, more for a fast unit: :func:`first_checkpoint`).
+    (checkpoints of at least ``unit_repeats`` calls spanning ``checkpoint_seconds``, more calls for
+    a fast unit: :func:`first_checkpoint`; a quick run that is never cited may ask for less).
 
     Returns the last result and a dict: ``cpu_seconds`` (median over repeats) and
     ``cpu_seconds_range`` [min, max], ``wall_seconds`` (median), the :func:`drift_summary` fields
@@ -79,7 +82,7 @@ def measure(fn: Callable[[], Any], unit: Callable[[], Any], repeats: int = 3, un
     ``units`` = cpu_seconds / unit_cpu_seconds, ``repeats``, ``load_average`` [start (1, 5, 15 min), end].
     """
     load_start = os.getloadavg()
-    checkpoint, samples, unit_repeats = first_checkpoint(unit, unit_repeats)
+    checkpoint, samples, unit_repeats = first_checkpoint(unit, unit_repeats, checkpoint_seconds)
     checkpoints = [checkpoint]
     cpu, wall, out = [], [], None
     for _ in range(repeats):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -35,25 +35,76 @@ def cell_threads() -> int:
     return int(raw)
 
 
+#: Families whose cells never load torch, and for ScoreShield the one option value that makes a cell
+#: load it (its text Gram encodes sentences with sentence-transformers). A family not named here is
+#: taken to use torch (GCA's autoencoders).
+TORCH_FREE_FAMILIES = {"dc", "anchornoise", "scoreshield"}
+TORCH_OPTIONS = {"scoreshield": ("gram_source", "text")}
+
+
+def cells_use_torch(family: str, cells: Iterable[Mapping[str, Any]]) -> bool:
+    """Whether any of ``cells`` (a sweep's cell options, :meth:`veilbench.config.SweepConfig.expand`)
+    of ``family`` may load torch: every family outside :data:`TORCH_FREE_FAMILIES`, and a cell of one
+    of them with its :data:`TORCH_OPTIONS` value. :func:`single_threaded_blas` raises if the rule
+    ever says no for a cell that then loads torch."""
+    if family not in TORCH_FREE_FAMILIES:
+        return True
+    key, value = TORCH_OPTIONS.get(family, (None, None))
+    return key is not None and any(cell.get(key) == value for cell in cells)
+
+
+#: Embedding encoders that load torch (the sentence encoder runs sentence-transformers).
+TORCH_ENCODERS = {"sentence"}
+
+
+def stages_use_torch(cfg: Any, addresses: Iterable[str]) -> bool:
+    """Whether any of the stage instances ``addresses`` (DVC addresses, :mod:`flows.dag`) of the
+    params ``cfg`` may load torch: an ``embed`` with a :data:`TORCH_ENCODERS` encoder, a cell stage of
+    a sweep whose cells do (:func:`cells_use_torch`); ``prepare`` and ``report`` never do. An
+    address these params do not name counts as loading torch."""
+    for address in addresses:
+        stage, _, key = address.partition("@")
+        if stage in ("prepare", "report"):
+            continue
+        if stage == "embed":
+            if key not in cfg.embeddings or cfg.embeddings[key].encoder in TORCH_ENCODERS:
+                return True
+        elif key not in cfg.sweeps or cells_use_torch(cfg.sweeps[key].family, cfg.sweeps[key].expand().values()):
+            return True
+    return False
+
+
 @contextmanager
-def single_threaded_blas(threads: int) -> Iterator[None]:
+def single_threaded_blas(threads: int, torch_cells: bool = True) -> Iterator[None]:
     """Run cells with one BLAS/OpenMP thread and one torch intra-op thread each, however many cells
     (``threads``) run at once: two cells with two threads each would oversubscribe two cores, and
     torch's reductions sum in an order that depends on its thread count, so one thread per cell also
     makes a cell's bits independent of ``VEILBENCH_CELL_THREADS``. The library never sets thread
     counts; this is the pipeline's one place that does. Torch's count is process-wide and read by each
     worker thread on its first parallel operation, so it is set here, before any cell runs, and
-    restored afterwards."""
-    import torch
+    restored afterwards.
+
+    ``torch_cells=False`` (no cell will load torch, :func:`cells_use_torch`) leaves torch unimported
+    where nothing has imported it yet: a stage process of a torch-free sweep does not pay for it. If
+    torch is loaded inside the block all the same, its cells ran with torch's default thread count:
+    a :class:`RuntimeError` says so on leaving the block (the stage fails rather than record them)."""
     from threadpoolctl import threadpool_limits
 
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
+    torch = None
+    if torch_cells or "torch" in sys.modules:
+        import torch
+    previous = torch.get_num_threads() if torch is not None else None
+    if torch is not None:
+        torch.set_num_threads(1)
     try:
         with threadpool_limits(limits=1):
             yield
     finally:
-        torch.set_num_threads(previous)
+        if torch is not None:
+            torch.set_num_threads(previous)
+    if torch is None and "torch" in sys.modules:
+        raise RuntimeError("a cell loaded torch although flows._stage.cells_use_torch said its sweep does not use "
+                           "it, so it ran with torch's default thread count; add the option to TORCH_OPTIONS")
 
 
 def run_cell_stage(stage: str, sweeps: list[str], params_path: str | None) -> list[str]:
@@ -84,7 +135,9 @@ def make_stage_flow(stage: str, stage_task: Any = None) -> Callable[..., list[st
         cfg = load_params(params_path)
         names = keys or list(getattr(cfg, section))
         if section == "sweeps":
-            with single_threaded_blas(threads):
+            torch_cells = any(cells_use_torch(cfg.sweeps[n].family, cfg.sweeps[n].expand().values())
+                              for n in names if n in cfg.sweeps)  # an unknown name: run_cell_stage's error
+            with single_threaded_blas(threads, torch_cells):
                 return run_cell_stage(stage, names, params_path)
         futures = [stage_task.submit(name, params_path) for name in names]
         return [str(f.result()) for f in futures]

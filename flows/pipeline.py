@@ -44,10 +44,10 @@ from typing import Any
 from prefect import flow
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from flows._stage import cell_threads, single_threaded_blas
+from flows._stage import cell_threads, single_threaded_blas, stages_use_torch
 from flows.dag import run_stage_dag
 from flows.interrupt import Interrupt
-from tasks.common import verify_snapshot
+from tasks.common import load_params, verify_snapshot
 from tasks.environment import pinned_environment
 
 log = logging.getLogger("veilbench.pipeline")
@@ -111,7 +111,7 @@ class PlannedRun:
     def execute(self) -> list[str]:
         """Run the planned stages; returns their DVC addresses in the order they finished."""
         p = self.progress
-        with single_threaded_blas(cell_threads()):
+        with single_threaded_blas(cell_threads(), stages_use_torch(load_params(), self.needs)):
             run_stage_dag(self.needs, on_start=self.start, on_done=self.record,
                           on_cells=None if p is None else p.stage_cells, on_cell=None if p is None else p.cell_done,
                           workers=cell_threads())
