@@ -22,6 +22,11 @@ export OPENBLAS_NUM_THREADS ?= 1
 # last bits from the same cells run alone (tasks/numerics.py).
 export MKL_NUM_THREADS ?= 1
 export NUMBA_NUM_THREADS ?= 2
+# No transparent-huge-page hint from numpy: with the kernel's THP defrag at "madvise" (these machines)
+# a process's first touch of a large array can wait on memory compaction; the stage and test
+# processes are short-lived, so they pay it often (benchmarks/bench_hugepages.py ->
+# reports/bench/numpy_hugepages.json). Memory placement only: no result changes.
+export NUMPY_MADVISE_HUGEPAGE ?= 0
 
 .PHONY: run test test-fast test-timed install install-browser bench bench-quick clean-outputs data reproduce
 

@@ -39,6 +39,7 @@ for key, value in {
     "OPENBLAS_NUM_THREADS": "1",
     "MKL_NUM_THREADS": "1",
     "NUMBA_NUM_THREADS": "1",
+    "NUMPY_MADVISE_HUGEPAGE": "0",  # as the Makefile: no waits on memory compaction (bench_hugepages.py)
 }.items():
     os.environ.setdefault(key, value)
 if os.environ.get("PYTEST_XDIST_WORKER"):  # one Prefect home per worker (profiles, local result storage)
