@@ -16,16 +16,21 @@ def digits_inputs():
     return digits_stage_inputs(360, seed=0)
 
 
-def _run(inputs, params, seed):
-    inputs = dict(inputs)
-    out = None
+def _run_stages(inputs, params, seed):
+    """Every stage's metrics (stage → metrics), each stage reading the arrays of those before it."""
+    inputs, metrics = dict(inputs), {}
     for stage in STAGES:
         out = getattr(F, stage)(inputs, params, seed)
         assert all(isinstance(v, float) for v in out.metrics.values()), stage
         for name, arr in out.arrays.items():
             assert isinstance(arr, np.ndarray) and arr.dtype != object, (stage, name)
-        inputs[stage] = out.arrays
-    return out.metrics
+        inputs[stage], metrics[stage] = out.arrays, out.metrics
+    return metrics
+
+
+def _run(inputs, params, seed):
+    """The evaluate stage's metrics (:func:`_run_stages`)."""
+    return _run_stages(inputs, params, seed)["evaluate"]
 
 
 def test_gca_cell_metrics_finite_sensible_and_deterministic(digits_inputs):
@@ -51,9 +56,9 @@ def test_paper_selection_dominates_matched_dominates_final(digits_inputs):
 def test_fedavg_and_dpfedavg_cells(digits_inputs):
     longer = {**TINY, "rounds": 4, "local_epochs": 5, "batch_size": 20}
     fed = _run(digits_inputs, F.Params(method="fedavg", **longer), 1)
-    dp = _run(digits_inputs, F.Params(method="dpfedavg", **longer), 1)
+    dp_stages = _run_stages(digits_inputs, F.Params(method="dpfedavg", **longer), 1)
+    dp, released = dp_stages["evaluate"], dp_stages["release"]
     assert "dp_epsilon" not in fed and dp["dp_epsilon"] > 0 and np.isfinite(dp["dp_epsilon"])
-    released = F.release(digits_inputs, F.Params(method="dpfedavg", **longer), 1).metrics
     assert released["dp_epsilon"] == dp["dp_epsilon"] and released["dp_delta"] == 1e-5
     # the per-round audit sits beside the accountant's per-round claim, and below it
     assert 0.0 <= dp["privacy_epsilon_lower_bound_round"] <= dp["privacy_epsilon_claimed_round"] <= dp["dp_epsilon"]
