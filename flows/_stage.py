@@ -45,8 +45,7 @@ TORCH_OPTIONS = {"scoreshield": ("gram_source", "text")}
 def cells_use_torch(family: str, cells: Iterable[Mapping[str, Any]]) -> bool:
     """Whether any of ``cells`` (a sweep's cell options, :meth:`veilbench.config.SweepConfig.expand`)
     of ``family`` may load torch: every family outside :data:`TORCH_FREE_FAMILIES`, and a cell of one
-    of them with its :data:`TORCH_OPTIONS` value. :func:`single_threaded_blas` raises if the rule
-    ever says no for a cell that then loads torch."""
+    of them with its :data:`TORCH_OPTIONS` value."""
     if family not in TORCH_FREE_FAMILIES:
         return True
     key, value = TORCH_OPTIONS.get(family, (None, None))
@@ -61,7 +60,8 @@ def stages_use_torch(cfg: Any, addresses: Iterable[str]) -> bool:
     """Whether any of the stage instances ``addresses`` (DVC addresses, :mod:`flows.dag`) of the
     params ``cfg`` may load torch: an ``embed`` with a :data:`TORCH_ENCODERS` encoder, a cell stage of
     a sweep whose cells do (:func:`cells_use_torch`); ``prepare`` and ``report`` never do. An
-    address these params do not name counts as loading torch."""
+    address these params do not name counts as loading torch. :func:`single_threaded_blas` raises
+    if the rule ever says no for a cell that then loads torch."""
     for address in addresses:
         stage, _, key = address.partition("@")
         if stage in ("prepare", "report"):
@@ -84,7 +84,7 @@ def single_threaded_blas(threads: int, torch_cells: bool = True) -> Iterator[Non
     worker thread on its first parallel operation, so it is set here, before any cell runs, and
     restored afterwards.
 
-    ``torch_cells=False`` (no cell will load torch, :func:`cells_use_torch`) leaves torch unimported
+    ``torch_cells=False`` (no cell will load torch, :func:`stages_use_torch`) leaves torch unimported
     where nothing has imported it yet: a stage process of a torch-free sweep does not pay for it. If
     torch is loaded inside the block all the same, its cells ran with torch's default thread count:
     a :class:`RuntimeError` says so on leaving the block (the stage fails rather than record them)."""
@@ -93,8 +93,8 @@ def single_threaded_blas(threads: int, torch_cells: bool = True) -> Iterator[Non
     torch = None
     if torch_cells or "torch" in sys.modules:
         import torch
-    previous = torch.get_num_threads() if torch is not None else None
-    if torch is not None:
+
+        previous = torch.get_num_threads()
         torch.set_num_threads(1)
     try:
         with threadpool_limits(limits=1):
@@ -103,8 +103,8 @@ def single_threaded_blas(threads: int, torch_cells: bool = True) -> Iterator[Non
         if torch is not None:
             torch.set_num_threads(previous)
     if torch is None and "torch" in sys.modules:
-        raise RuntimeError("a cell loaded torch although flows._stage.cells_use_torch said its sweep does not use "
-                           "it, so it ran with torch's default thread count; add the option to TORCH_OPTIONS")
+        raise RuntimeError("a cell loaded torch although flows._stage.stages_use_torch said none would, so it ran "
+                           "with torch's default thread count; declare it in TORCH_OPTIONS or TORCH_ENCODERS")
 
 
 def run_cell_stage(stage: str, sweeps: list[str], params_path: str | None) -> list[str]:
@@ -135,9 +135,7 @@ def make_stage_flow(stage: str, stage_task: Any = None) -> Callable[..., list[st
         cfg = load_params(params_path)
         names = keys or list(getattr(cfg, section))
         if section == "sweeps":
-            torch_cells = any(cells_use_torch(cfg.sweeps[n].family, cfg.sweeps[n].expand().values())
-                              for n in names if n in cfg.sweeps)  # an unknown name: run_cell_stage's error
-            with single_threaded_blas(threads, torch_cells):
+            with single_threaded_blas(threads, stages_use_torch(cfg, [f"{stage}@{n}" for n in names])):
                 return run_cell_stage(stage, names, params_path)
         futures = [stage_task.submit(name, params_path) for name in names]
         return [str(f.result()) for f in futures]

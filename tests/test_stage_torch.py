@@ -8,6 +8,7 @@ that need an interpreter without torch run in a fresh one.
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 import textwrap
@@ -59,7 +60,7 @@ def test_a_cell_that_loads_torch_unannounced_fails_the_block() -> None:
             import torch
     """)
     assert proc.returncode != 0
-    assert "RuntimeError" in proc.stderr and "cells_use_torch" in proc.stderr, proc.stderr[-3000:]
+    assert "RuntimeError" in proc.stderr and "stages_use_torch" in proc.stderr, proc.stderr[-3000:]
 
 
 def test_torch_already_loaded_is_limited_even_for_torch_free_cells() -> None:
@@ -86,7 +87,7 @@ def test_the_stage_flow_asks_about_its_own_sweeps(tmp_path, monkeypatch, sweeps:
 
     def record(threads: int, torch_cells: bool = True):
         seen.append(torch_cells)
-        return stage.contextmanager(lambda: (yield))()
+        return contextlib.nullcontext()
 
     monkeypatch.setattr(stage, "single_threaded_blas", record)
     monkeypatch.setattr(stage, "run_cell_stage", lambda s, names, p: list(names))

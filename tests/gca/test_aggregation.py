@@ -53,8 +53,8 @@ def test_dp_fedavg_noise_std_is_sigma_over_clients():
     assert out.std() == pytest.approx(2.0 / 4, rel=0.03)
 
 
-def test_dp_fedavg_draws_are_successive_server_steps_bit_for_bit():
-    """Row k of ``dp_fedavg_draws`` is the k-th of successive DP-FedAvg steps on one generator,
+def test_dp_fedavg_n_draws_are_successive_server_steps_bit_for_bit():
+    """Row k of ``dp_fedavg(..., n_draws=n)`` is the k-th of successive DP-FedAvg steps on one generator,
     written out here from the formula: θ + Σ p_i clip(Δ_i) + N(0, (σ/C)²) drawn per step."""
     rng = np.random.default_rng(5)
     g, local, w = rng.standard_normal(9), 3 * rng.standard_normal((4, 9)), np.array([0.1, 0.2, 0.3, 0.4])
@@ -63,7 +63,7 @@ def test_dp_fedavg_draws_are_successive_server_steps_bit_for_bit():
     clipped = delta * np.minimum(1.0, clip / np.linalg.norm(delta, axis=1))[:, None]
     steps = np.random.default_rng(11)
     by_hand = np.array([g + w @ clipped + steps.normal(0.0, sigma / 4, size=9) for _ in range(5)])
-    drawn = agg.dp_fedavg_draws(g, local, w, clip, sigma, np.random.default_rng(11), 5)
+    drawn = agg.dp_fedavg(g, local, w, clip, sigma, np.random.default_rng(11), n_draws=5)
     assert drawn.shape == (5, 9) and np.array_equal(drawn, by_hand)
     one_by_one = np.random.default_rng(11)
     assert np.array_equal(np.array([agg.dp_fedavg(g, local, w, clip, sigma, one_by_one) for _ in range(5)]), by_hand)
@@ -77,7 +77,7 @@ def test_dp_fedavg_draws_are_successive_server_steps_bit_for_bit():
         (lambda: agg.fednova(G, LOCAL, W, np.array([1.0, 0.0])), "local_steps"),
         (lambda: agg.dp_fedavg(G, LOCAL, W, clip=0.0, sigma=1.0, rng=np.random.default_rng(0)), "clip"),
         (lambda: agg.sample_weights(np.array([3, 0])), "sizes"),
-        (lambda: agg.dp_fedavg_draws(G, LOCAL, W, clip=1.0, sigma=1.0, rng=np.random.default_rng(0), n_draws=0),
+        (lambda: agg.dp_fedavg(G, LOCAL, W, clip=1.0, sigma=1.0, rng=np.random.default_rng(0), n_draws=0),
          "n_draws"),
     ],
 )

@@ -71,28 +71,20 @@ def dp_fedavg(
     clip: float,
     sigma: float,
     rng: np.random.Generator,
+    n_draws: int | None = None,
 ) -> np.ndarray:
-    """DP-FedAvg server step: clip each :math:`\\Delta_i` to norm ``clip``, average, add :math:`N(0,(\\sigma/C)^2)`."""
-    return dp_fedavg_draws(global_params, local, weights, clip, sigma, rng, 1)[0]
+    """DP-FedAvg server step: clip each :math:`\\Delta_i` to norm ``clip``, average, add :math:`N(0,(\\sigma/C)^2)`;
+    returns ``(P,)``.
 
-
-def dp_fedavg_draws(
-    global_params: np.ndarray,
-    local: np.ndarray,
-    weights: np.ndarray,
-    clip: float,
-    sigma: float,
-    rng: np.random.Generator,
-    n_draws: int,
-) -> np.ndarray:
-    """``n_draws`` independent DP-FedAvg server steps on the same client results, ``(n_draws, P)``:
-    :math:`\\theta + \\sum_i p_i \\Delta_i` (clipped) once, plus a fresh :math:`\\xi_k \\sim N(0, (\\sigma/C)^2 I_P)`
-    per row. The noise is drawn from ``rng`` in the order of ``n_draws`` successive :func:`dp_fedavg`
-    calls, so row k is bit for bit the k-th of those calls (the audit's many rounds of one step)."""
+    ``n_draws`` = n: n independent steps on the same client results, ``(n, P)``: the clipped mean
+    :math:`\\theta + \\sum_i p_i \\Delta_i` once, plus a fresh :math:`\\xi_k` per row, drawn from ``rng`` in
+    the order of n successive one-step calls, so row k is bit for bit the k-th of them (the audit's
+    many rounds of one step)."""
     g, loc, w = _check(global_params, local, weights)
     clip = check_in_range(clip, "clip", 0.0, None, low_inclusive=False)
     sigma = check_in_range(sigma, "sigma", 0.0, None)
-    n_draws = int(check_in_range(n_draws, "n_draws", 1, None))
+    draws = 1 if n_draws is None else int(check_in_range(n_draws, "n_draws", 1, None))
     delta = clip_by_norm(loc - g[None, :], clip)
-    noise = rng.normal(0.0, sigma / loc.shape[0], size=(n_draws, g.shape[0]))
-    return (g + w @ delta)[None, :] + noise
+    noise = rng.normal(0.0, sigma / loc.shape[0], size=(draws, g.shape[0]))
+    steps = (g + w @ delta)[None, :] + noise
+    return steps[0] if n_draws is None else steps

@@ -4,8 +4,8 @@ Neighbouring inputs under client-level add/remove with fixed weights (the accoun
 :mod:`veilbench.gca.accountant`): in D a canary client 0 sends the worst-case update
 :math:`\Delta_0 = c\,e_1` (norm exactly the clip bound), in D' its update is absent
 (:math:`\Delta_0 = 0`); every other client sends 0. One round of :func:`~veilbench.gca.aggregation.dp_fedavg`
-is run many times on each (:func:`~veilbench.gca.aggregation.dp_fedavg_draws`: the same step, one
-noise draw per run), the statistic is the first coordinate of :math:`\theta^{+} - \theta`
+is run many times on each (its ``n_draws``: the same step, one noise draw per
+run), the statistic is the first coordinate of :math:`\theta^{+} - \theta`
 (mean :math:`p_0 c` vs 0), and :func:`veilbench.privacy.audit.epsilon_lower_bound` turns the two
 samples into a lower bound on ε, to be compared with the accountant's claim for one round.
 ``noise_scale`` < 1 simulates a mis-calibrated server (less noise than the accountant assumes).
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from veilbench.gca.accountant import dp_fedavg_epsilon
-from veilbench.gca.aggregation import dp_fedavg_draws
+from veilbench.gca.aggregation import dp_fedavg
 from veilbench.privacy.audit import AuditPlan, AuditResult, epsilon_lower_bound, plan_audit
 from veilbench.validation import check_in_range
 
@@ -73,6 +73,6 @@ def audit_dp_fedavg_round(
     canary = np.zeros((c, 1))
     canary[0, 0] = clip
     absent = np.zeros((c, 1))
-    with_canary = dp_fedavg_draws(theta, canary, weights, clip, sigma, rng, n_runs)[:, 0]
-    without = dp_fedavg_draws(theta, absent, weights, clip, sigma, rng, n_runs)[:, 0]
+    with_canary = dp_fedavg(theta, canary, weights, clip, sigma, rng, n_runs)[:, 0]
+    without = dp_fedavg(theta, absent, weights, clip, sigma, rng, n_runs)[:, 0]
     return DpFedAvgAudit(claimed, epsilon_lower_bound(with_canary, without, delta, alpha, seed=seed, plan=plan))
