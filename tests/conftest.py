@@ -167,6 +167,17 @@ def committed_project(reproduced_project, tmp_path_factory: pytest.TempPathFacto
 
 
 @pytest.fixture(scope="session")
+def migrated_prefect_db(prefect_server: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A migrated, still empty Prefect database: the session's test server's as its start left it
+    (:func:`tests.e2e_root.shared_prefect_server`). :func:`tests.e2e_root.seed_prefect_home` copies
+    it into a project whose ``veilbench run`` starts its own server, which then skips the
+    migrations of a new home (most of its start-up)."""
+    from tests.e2e_root import shared_folder
+
+    return shared_folder(tmp_path_factory, "veilbench-prefect-server") / "migrated.db"
+
+
+@pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory: pytest.TempPathFactory, migrated_mlflow_db: Path) -> Path:
     """Every stage but the report run in process on both tiny sweeps (:func:`tests.e2e_root.tiny_run`),
     once per session for all workers. Copy it (:func:`tests.e2e_root.copy_project`) before changing it."""

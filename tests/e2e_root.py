@@ -213,13 +213,38 @@ def _start_prefect_server(folder: Path, timeout: float = 120) -> None:
         if proc.poll() is not None or time.monotonic() > deadline:
             raise RuntimeError(f"the test Prefect server did not start:\n{(folder / 'server.log').read_text()[-3000:]}")
         time.sleep(0.5)
+    # the database as the server's start left it (migrated, block types registered, no runs yet):
+    # the template of seed_prefect_home (the same Prefect, the same migrations as `prefect server start`)
+    _sqlite_copy(folder / "prefect.db", folder / "migrated.db")
     (folder / "url").write_text(url)
 
 
 def shared_prefect_server(folder: Path) -> str:
     """The API URL of the session's one Prefect test server, started in ``folder`` by the first
-    process that asks (:func:`built_once`): the pytest-xdist workers share it."""
+    process that asks (:func:`built_once`): the pytest-xdist workers share it. Its database as it
+    was before any test used it: ``folder/migrated.db``."""
     return (built_once(folder, _start_prefect_server) / "url").read_text()
+
+
+def _sqlite_copy(source: Path, dest: Path) -> Path:
+    """``dest``: a consistent copy of the SQLite database ``source`` (SQLite's online backup, the
+    write-ahead log included), even while a server has it open."""
+    src, dst = sqlite3.connect(source), sqlite3.connect(dest)
+    try:
+        src.backup(dst)
+    finally:
+        dst.close()
+        src.close()
+    return dest
+
+
+def seed_prefect_home(root: Path, migrated: Path) -> Path:
+    """``root/.prefect/prefect.db`` (the database of ``veilbench run``'s own server in ``root``) as a
+    copy of the migrated, still empty database ``migrated`` (the ``migrated_prefect_db`` fixture):
+    the run's server then starts without the migrations of a new home, as on a user's second run."""
+    home = root / ".prefect"
+    home.mkdir(parents=True, exist_ok=True)
+    return _sqlite_copy(migrated, home / "prefect.db")
 
 
 def _build_tiny_run(folder: Path, migrated_mlflow_db: Path) -> None:

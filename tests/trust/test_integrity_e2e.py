@@ -166,9 +166,10 @@ EDITS = {
 
 @pytest.mark.parametrize("case", list(EDITS))
 def test_params_edited_mid_run_leave_no_manifest_disagreeing_with_the_lock(case: str, tmp_path: Path,
-                                                                          prefect_server: str) -> None:
+                                                                          prefect_server: str,
+                                                                          migrated_prefect_db: Path) -> None:
     where, (old, new), recorded_before, running = EDITS[case]
-    root, env = _project(tmp_path, _gaussian_params("user/mine.npz"))
+    root, env = _project(tmp_path, _gaussian_params("user/mine.npz"), migrated_prefect_db)
     (root / "user").mkdir()
     np.savez(root / "user" / "mine.npz", **valid_user_arrays())
 

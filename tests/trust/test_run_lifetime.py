@@ -50,8 +50,14 @@ with booting_prefect_server(Path(sys.argv[1])) as server:
 
 
 @pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT])
-def test_killing_the_run_stops_its_prefect_server(how: int, tmp_path: Path) -> None:
-    """A process holding the server is killed; within 10 s nothing listens on the server's port."""
+def test_killing_the_run_stops_its_prefect_server(how: int, tmp_path: Path, migrated_prefect_db: Path) -> None:
+    """A process holding the server is killed; within 10 s nothing listens on the server's port.
+    The SIGKILL case boots its server in a new home (the migrations of a user's first run); the
+    others in a home holding a migrated database (:func:`tests.e2e_root.seed_prefect_home`)."""
+    if how != signal.SIGKILL:
+        from tests.e2e_root import seed_prefect_home
+
+        seed_prefect_home(tmp_path, migrated_prefect_db)
     repo = Path(__file__).resolve().parents[2]
     env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "PREFECT_HOME")}
     env["PYTHONPATH"] = str(repo)

@@ -92,8 +92,10 @@ def test_damaged_outputs_are_recomputed_not_reused(case: str, trust_root: Path) 
 # ------------------------------------------------------------------------------------------------
 
 
-def _project(tmp_path: Path, params: dict) -> tuple[Path, dict[str, str]]:
-    """A git + DVC project holding a copy of the code, ``dvc.yaml`` and ``params``."""
+def _project(tmp_path: Path, params: dict, prefect_db: Path | None = None) -> tuple[Path, dict[str, str]]:
+    """A git + DVC project holding a copy of the code, ``dvc.yaml`` and ``params``; with
+    ``prefect_db`` (the :func:`migrated_prefect_db` fixture) its Prefect home holds a copy of that
+    migrated database (:func:`tests.e2e_root.seed_prefect_home`)."""
     import shutil
 
     import yaml
@@ -113,6 +115,10 @@ def _project(tmp_path: Path, params: dict) -> tuple[Path, dict[str, str]]:
     for cmd in (["git", "init", "-q"], [sys.executable, "-m", "dvc", "init", "-q"], ["git", "add", "-A"],
                 ["git", "commit", "-qm", "init"]):
         subprocess.run(cmd, cwd=root, env=env, check=True, capture_output=True, timeout=300)
+    if prefect_db is not None:
+        from tests.e2e_root import seed_prefect_home
+
+        seed_prefect_home(root, prefect_db)
     return root, env
 
 
