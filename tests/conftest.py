@@ -94,6 +94,43 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda it: (it.path not in slow_files, it.path in waiting, first[it.path], order[id(it)]))
 
 
+#: Folder for per-test time records (``benchmarks/bench_test_suite.py`` sets it); unset: nothing recorded.
+TEST_TIMES_ENV = "VEILBENCH_TEST_TIMES_DIR"
+_TEST_TIMES: list[dict] = []
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """With ``$VEILBENCH_TEST_TIMES_DIR`` set: each test's wall time (setup, call and teardown) and
+    CPU seconds, this process's (``self``) and its reaped child processes' (``children``:
+    ``getrusage(RUSAGE_CHILDREN)``; a process left running or reaped by another, such as a detached
+    server, is not counted)."""
+    if not os.environ.get(TEST_TIMES_ENV):
+        yield
+        return
+    import resource
+    import time
+
+    def cpu(who: int) -> float:
+        usage = resource.getrusage(who)
+        return usage.ru_utime + usage.ru_stime
+
+    self0, children0, t0 = cpu(resource.RUSAGE_SELF), cpu(resource.RUSAGE_CHILDREN), time.perf_counter()
+    yield
+    _TEST_TIMES.append({"test": item.nodeid, "wall": time.perf_counter() - t0,
+                        "self": cpu(resource.RUSAGE_SELF) - self0, "children": cpu(resource.RUSAGE_CHILDREN) - children0})
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Write this process's records (:func:`pytest_runtest_protocol`) to ``$VEILBENCH_TEST_TIMES_DIR/<worker>.json``."""
+    folder = os.environ.get(TEST_TIMES_ENV)
+    if folder and _TEST_TIMES:
+        import json
+
+        name = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        (Path(folder) / f"{name}.json").write_text(json.dumps(_TEST_TIMES))
+
+
 def tiny_params(**overrides: object) -> dict:
     """A small but complete params mapping: digits subsample, PCA-8, a sweep of 3 cells and a 1-cell sweep."""
     params = {
