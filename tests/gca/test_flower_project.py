@@ -169,12 +169,18 @@ def test_flwr_run_on_the_simulation_engine(exported: Path, tmp_path: Path, migra
         for metrics in runs.values():
             assert metrics["status"] == "FINISHED" and 0.5 < metrics["roc_auc"] <= 1.0 and 0.0 <= metrics["accuracy"] <= 1.0
 
-        # no data for the nodes: the run fails, and `veilbench flower-run` says so with a non-zero exit
-        out = subprocess.run([sys.executable, "-m", "flows.cli", "flower-run", str(APP), "local-simulation",
-                              "-c", 'method="fedavg" rounds=1 data-dir=""', "--timeout", "180"],
-                             capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+        # no data for the nodes: the run fails, and `veilbench flower-run` says so with a non-zero exit.
+        # Under the full suite Flower's simulation runtime itself once crashed before any client reply
+        # reached the ServerApp (status "... An error was encountered. Ending simulation."): such a run
+        # says nothing about how veilbench reports failed clients, so it is retried, once.
+        for attempt in range(2):
+            out = subprocess.run([sys.executable, "-m", "flows.cli", "flower-run", str(APP), "local-simulation",
+                                  "-c", 'method="fedavg" rounds=1 data-dir=""', "--timeout", "180"],
+                                 capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+            if attempt or "Ending simulation" not in out.stderr or "every client failed" in out.stderr:
+                break
         assert out.returncode == 1, out.stdout[-2000:] + out.stderr[-2000:]
-        assert "finished:failed" in out.stderr and "every client failed" in out.stderr
+        assert "finished:failed" in out.stderr and "every client failed" in out.stderr, out.stderr[-6000:]
         assert "data-path: missing" in out.stderr, "the client's own message is in the printed log"
         assert len(_flower_runs(db)) == 2, "a failed run logs no results"
     finally:
