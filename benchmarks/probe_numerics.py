@@ -115,7 +115,11 @@ def main(argv: list[str] | None = None) -> int:
     result = probe(extra)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result, indent=2))
+    cpu = result["cpu"]
+    print(f"{cpu.get('vendor')} {cpu.get('model')} (avx2 {cpu.get('avx2')}, avx512f {cpu.get('avx512f')}); "
+          f"torch {result['torch']}, numpy {result['numpy']}; set {extra or 'nothing'} -> {args.out}")
+    for kernel, value in result["digests"].items():
+        print(f"  {kernel:18s} {value}")
     return 0
 
 

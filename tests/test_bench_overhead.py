@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import pytest
 
-from tests.benchmark_run import ROOT
+from tests.benchmark_run import ROOT, load_benchmark
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("bench_overhead", ROOT / "benchmarks" / "bench_overhead.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("bench_overhead.py")
 
 
 def test_union_counts_overlapping_cells_once():

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -11,14 +10,11 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.benchmark_run import ROOT, load_benchmark
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("bench_test_suite", ROOT / "benchmarks" / "bench_test_suite.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("bench_test_suite.py")
 
 
 def test_tally_counts_run_tests_and_keeps_skipped_apart(tmp_path: Path) -> None:

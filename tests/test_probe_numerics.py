@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 import platform
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.benchmark_run import load_benchmark
 
 
 def _probe_module():
-    spec = importlib.util.spec_from_file_location("probe_numerics", ROOT / "benchmarks" / "probe_numerics.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("probe_numerics.py")
 
 
 @pytest.mark.slow  # three fresh interpreters importing torch
