@@ -69,8 +69,9 @@ out = {
     "torch_layer_norm": digest(torch.nn.functional.layer_norm(ta, (300,))),
     "torch_mlp_step": digest(torch.cat([p.grad.flatten() for p in mlp.parameters()])),
 }
-pins = ("MKL_CBWR", "ATEN_CPU_CAPABILITY", "OPENBLAS_CORETYPE", "ONEDNN_MAX_CPU_ISA", "OPENBLAS_NUM_THREADS",
-        "MKL_NUM_THREADS")
+from tasks.numerics import AVX2_CODE_PATHS, RESULT_THREADS
+
+pins = (*AVX2_CODE_PATHS, *RESULT_THREADS)
 print(json.dumps({"digests": out, "environment": {k: os.environ.get(k) for k in pins},
                   "torch": torch.__version__, "numpy": np.__version__}))
 """
@@ -83,7 +84,8 @@ def cpu_identity() -> dict:
         info = Path("/proc/cpuinfo").read_text()
     except OSError:
         return {"model": platform.processor(), "machine": platform.machine()}
-    fields = dict(line.split(":", 1) for line in info.splitlines()[:40] if ":" in line)
+    first = info.split("\n\n", 1)[0]  # the first processor's block
+    fields = dict(line.split(":", 1) for line in first.splitlines() if ":" in line)
     fields = {k.strip(): v.strip() for k, v in fields.items()}
     flags = set(fields.get("flags", "").split())
     return {"vendor": fields.get("vendor_id"), "model": fields.get("model name"), "machine": platform.machine(),

@@ -17,9 +17,12 @@ import tasks  # noqa: F401,I001 - first: pins the CPU code paths before numpy/to
 
 import contextlib
 import fcntl
+import json
 import os
+import resource
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -48,6 +51,9 @@ os.environ.pop("PREFECT_API_URL", None)
 os.environ.pop("MLFLOW_TRACKING_URI", None)
 
 REPO = Path(__file__).resolve().parents[1]
+
+#: The folder (beside the workers' temporary folders) of the session's one Prefect test server.
+PREFECT_SERVER_FOLDER = "veilbench-prefect-server"
 
 
 @contextlib.contextmanager
@@ -108,8 +114,6 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
     if not os.environ.get(TEST_TIMES_ENV):
         yield
         return
-    import resource
-    import time
 
     def cpu(who: int) -> float:
         usage = resource.getrusage(who)
@@ -125,8 +129,6 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     """Write this process's records (:func:`pytest_runtest_protocol`) to ``$VEILBENCH_TEST_TIMES_DIR/<worker>.json``."""
     folder = os.environ.get(TEST_TIMES_ENV)
     if folder and _TEST_TIMES:
-        import json
-
         name = os.environ.get("PYTEST_XDIST_WORKER", "main")
         (Path(folder) / f"{name}.json").write_text(json.dumps(_TEST_TIMES))
 
@@ -211,7 +213,7 @@ def migrated_prefect_db(prefect_server: str, tmp_path_factory: pytest.TempPathFa
     migrations of a new home (most of its start-up)."""
     from tests.e2e_root import shared_folder
 
-    return shared_folder(tmp_path_factory, "veilbench-prefect-server") / "migrated.db"
+    return shared_folder(tmp_path_factory, PREFECT_SERVER_FOLDER) / "migrated.db"
 
 
 @pytest.fixture(scope="session")
@@ -233,7 +235,7 @@ def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> str:
 
     from tests.e2e_root import shared_folder, shared_prefect_server
 
-    url = shared_prefect_server(shared_folder(tmp_path_factory, "veilbench-prefect-server"))
+    url = shared_prefect_server(shared_folder(tmp_path_factory, PREFECT_SERVER_FOLDER))
     with temporary_settings(updates={PREFECT_API_URL: url}), \
             prefect.context._temporary_global_settings_context(prefect.context.get_settings_context()):
         yield url

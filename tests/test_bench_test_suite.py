@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.benchmark_run import ROOT, load_benchmark
+from tests.conftest import TEST_TIMES_ENV
 
 
 def _bench():
@@ -58,7 +59,7 @@ def test_conftest_records_each_test_when_asked(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_XDIST_WORKER", "PYTEST_ADDOPTS")}
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", "-p", "tests.conftest",
            "--rootdir", str(tmp_path), str(tmp_path / "test_child.py")]
-    proc = subprocess.run(cmd, cwd=ROOT, env={**env, "VEILBENCH_TEST_TIMES_DIR": str(tmp_path / "times")},
+    proc = subprocess.run(cmd, cwd=ROOT, env={**env, TEST_TIMES_ENV: str(tmp_path / "times")},
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout[-2000:]
     child, own = json.loads((tmp_path / "times" / "main.json").read_text())
