@@ -172,8 +172,13 @@ def _run_pipeline(root: Path, stage: str | None, per_stage_processes: bool, no_d
                 shown["progress"] = RunProgress(stages, root, cell_threads(), warnings_count=lambda: wlog.count)
                 return shown["progress"]
 
-            open_store(root)  # a new MLflow store gets its tables while the server boots
-            executed = reproduce_in_process(root, [stage] if stage else None, force, before_execute=server.wait_until_ready,
+            def before_execute() -> None:
+                # a stage will run: a new MLflow store gets its tables while the server may still
+                # boot (an up-to-date run loads neither MLflow nor waits for the server)
+                open_store(root)
+                server.wait_until_ready()
+
+            executed = reproduce_in_process(root, [stage] if stage else None, force, before_execute=before_execute,
                                             progress=display, interrupt=interrupt)
             if not executed:
                 console.print("0 stage(s) ran (all up to date)")
@@ -294,7 +299,7 @@ def flower_run(
         console.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(1) from None
     if not status.ok:
-        console.print(escape(run_log(status.run_id, connection)[-20000:]), highlight=False)
+        console.print(escape((status.log or run_log(status.run_id, connection))[-20000:]), highlight=False)
         console.print(f"[red]error:[/red] Flower run {status.run_id}: {escape(status.status)}: {escape(status.details)}")
         raise typer.Exit(1)
     console.print(f"Flower run {status.run_id}: {status.status}")

@@ -3,9 +3,11 @@
 ``flwr run`` (flwr 1.32.1) only submits a run: it exits 0 once the SuperLink accepted it, also with
 ``--stream`` and also when the run then fails (a ClientApp raising because its ``data-path`` is
 not configured, say). :func:`run_app` submits the run the same way (``flwr run <app> <connection>
---format json``), polls ``flwr ls <connection> --run-id <id> --format json`` until the run's status
-is ``finished:*``, and returns it; ``veilbench flower-run`` exits non-zero unless the status is
-``finished:completed``, printing the run's log (``flwr log <id> <connection> --show``) on failure.
+--format json``), follows its log with ``flwr log <id> <connection> --stream`` (one process, which
+the SuperLink ends once the run has finished), then reads the run's status with ``flwr ls
+<connection> --run-id <id> --format json`` (polled only if the stream ended early), and returns it
+with the log; ``veilbench flower-run`` exits non-zero unless the status is ``finished:completed``,
+printing the run's log on failure.
 """
 
 from __future__ import annotations
@@ -18,17 +20,19 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 
 @dataclass(frozen=True)
 class FlowerRunStatus:
-    """A finished (or timed-out) Flower run: its id, ``flwr ls`` status and status details."""
+    """A finished (or timed-out) Flower run: its id, ``flwr ls`` status and status details, and
+    the run's log as ``flwr log --stream`` printed it (empty when it was not followed)."""
 
     run_id: str
     status: str
     details: str
+    log: str = field(default="", repr=False)
 
     @property
     def ok(self) -> bool:
@@ -71,6 +75,17 @@ def submit(app: Path, connection: str, run_config: list[str] | None = None, env:
     return str(out["run-id"])
 
 
+def follow(run_id: str, connection: str, timeout: float, env: dict | None = None) -> str:
+    """The run's log, streamed by ``flwr log <id> <connection> --stream`` until the SuperLink ends the
+    stream (the run finished) or ``timeout`` seconds passed; what was printed until then."""
+    try:
+        proc = subprocess.run([*_flwr(), "log", run_id, connection, "--stream"], capture_output=True, text=True,
+                              env=_bin_env(env), timeout=max(1.0, timeout))
+        return proc.stdout + proc.stderr
+    except subprocess.TimeoutExpired as exc:
+        return "".join(x.decode(errors="replace") if isinstance(x, bytes) else (x or "") for x in (exc.stdout, exc.stderr))
+
+
 def wait(run_id: str, connection: str, timeout: float, env: dict | None = None, poll: float = 2.0) -> FlowerRunStatus:
     """Poll ``flwr ls`` until the run is ``finished:*`` (or ``timeout`` seconds passed: status ``timeout``)."""
     deadline = time.monotonic() + timeout
@@ -94,8 +109,13 @@ def run_log(run_id: str, connection: str, env: dict | None = None) -> str:
 
 def run_app(app: Path, connection: str, run_config: list[str] | None = None, timeout: float = 3600,
             env: dict | None = None, cwd: Path | None = None) -> FlowerRunStatus:
-    """Submit the app project at ``app`` to ``connection`` and wait until the run finished."""
-    return wait(submit(app, connection, run_config, env, cwd), connection, timeout, env)
+    """Submit the app project at ``app`` to ``connection``, follow its log until the run finished
+    (:func:`follow`), and return its status (:func:`wait`: at once, unless the stream ended early)
+    with that log."""
+    deadline = time.monotonic() + timeout
+    run_id = submit(app, connection, run_config, env, cwd)
+    log = follow(run_id, connection, deadline - time.monotonic(), env)
+    return replace(wait(run_id, connection, max(0.0, deadline - time.monotonic()), env), log=log)
 
 
 def free_ports(n: int) -> list[int]:

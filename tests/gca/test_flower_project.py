@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -150,9 +151,18 @@ def _kill_local_superlink(port: int) -> None:
                 pass
 
 
+#: ``flwr ls``'s status details when Flower's simulation runtime itself (the Ray backend, ``start_vce``)
+#: raised: the ServerApp's own errors read ``Simulation failed with exception: <its message>``.
+RUNTIME_CRASH = "An error was encountered. Ending simulation."
+
+
 @pytest.mark.slow
 def test_flwr_run_on_the_simulation_engine(exported: Path, tmp_path: Path, migrated_mlflow_db: Path,
                                            ray_lock: None) -> None:
+    """Both methods in one run on the simulation engine (Ray), one MLflow run each. Under the full
+    suite Flower's simulation runtime has crashed on its own, before any client reply reached the
+    ServerApp (status details :data:`RUNTIME_CRASH`); such a run says nothing about veilbench's
+    apps, so it is reported as a warning with its log and run again, once."""
     pytest.importorskip("flwr")
     from tasks.flower_launch import free_ports, run_app, write_flower_config
 
@@ -162,36 +172,27 @@ def test_flwr_run_on_the_simulation_engine(exported: Path, tmp_path: Path, migra
     write_flower_config(tmp_path / "flwr")
     env = _env(db, FLWR_HOME=str(tmp_path / "flwr"), FLWR_LOCAL_CONTROL_API_PORT=str(port))
     try:
-        status = run_app(APP, "local-simulation", [str(exported / "run-config.toml")], timeout=240, env=env, cwd=tmp_path)
-        assert status.ok, status
-        runs = _flower_runs(db)
-        assert set(runs) == {f"{status.run_id}/fedavg", f"{status.run_id}/gca"}
-        for metrics in runs.values():
-            assert metrics["status"] == "FINISHED" and 0.5 < metrics["roc_auc"] <= 1.0 and 0.0 <= metrics["accuracy"] <= 1.0
-
-        # no data for the nodes: the run fails, and `veilbench flower-run` says so with a non-zero exit.
-        # Under the full suite Flower's simulation runtime itself once crashed before any client reply
-        # reached the ServerApp (status "... An error was encountered. Ending simulation."): such a run
-        # says nothing about how veilbench reports failed clients, so it is retried, once.
         for attempt in range(2):
-            out = subprocess.run([sys.executable, "-m", "flows.cli", "flower-run", str(APP), "local-simulation",
-                                  "-c", 'method="fedavg" rounds=1 data-dir=""', "--timeout", "180"],
-                                 capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
-            if attempt or "Ending simulation" not in out.stderr or "every client failed" in out.stderr:
+            status = run_app(APP, "local-simulation", [str(exported / "run-config.toml")], timeout=240, env=env,
+                             cwd=tmp_path)
+            if attempt or status.ok or RUNTIME_CRASH not in status.details:
                 break
-        assert out.returncode == 1, out.stdout[-2000:] + out.stderr[-2000:]
-        assert "finished:failed" in out.stderr and "every client failed" in out.stderr, out.stderr[-6000:]
-        assert "data-path: missing" in out.stderr, "the client's own message is in the printed log"
-        assert len(_flower_runs(db)) == 2, "a failed run logs no results"
+            warnings.warn(f"Flower's simulation runtime crashed (run {status.run_id}); running again. Its log:\n"
+                          f"{status.log[-6000:]}", stacklevel=1)
+        assert status.ok, (status, status.log[-6000:])
     finally:
         _kill_local_superlink(port)
+    runs = _flower_runs(db)
+    assert set(runs) == {f"{status.run_id}/fedavg", f"{status.run_id}/gca"}
+    for metrics in runs.values():
+        assert metrics["status"] == "FINISHED" and 0.5 < metrics["roc_auc"] <= 1.0 and 0.0 <= metrics["accuracy"] <= 1.0
 
 
 @pytest.mark.slow
 def test_flwr_run_on_a_local_deployment_with_two_supernodes(exported: Path, tmp_path: Path,
                                                              migrated_mlflow_db: Path, ray_lock: None) -> None:
     pytest.importorskip("flwr")
-    from tasks.flower_launch import LocalDeployment, run_app, run_log
+    from tasks.flower_launch import LocalDeployment, run_app
 
     db = tmp_path / "mlflow.db"
     shutil.copy(migrated_mlflow_db, db)
@@ -200,9 +201,18 @@ def test_flwr_run_on_a_local_deployment_with_two_supernodes(exported: Path, tmp_
         # the data comes from each SuperNode's node config (data-path), not from the run config
         status = run_app(APP, "local-deployment", ['method="gca" rounds=1 input-dim=64 num-clients=2 data-dir=""'],
                          timeout=240, env=dep.env, cwd=tmp_path)
-        assert status.ok, (status, run_log(status.run_id, "local-deployment", dep.env)[-4000:])
+        assert status.ok, (status, status.log[-4000:])
+
+        # every client fails (the run config's input-dim disagrees with the nodes' files): the run
+        # fails, and `veilbench flower-run` says so with a non-zero exit and the client's own message
+        out = subprocess.run([sys.executable, "-m", "flows.cli", "flower-run", str(APP), "local-deployment",
+                              "-c", 'method="gca" rounds=1 input-dim=63 num-clients=2', "--timeout", "180"],
+                             capture_output=True, text=True, env=dep.env, cwd=tmp_path, timeout=300)
         procs = list(dep.procs)
     assert all(p.poll() is not None for p in procs), "every process of the deployment was stopped"
+    assert out.returncode == 1, out.stdout[-2000:] + out.stderr[-2000:]
+    assert "finished:failed" in out.stderr and "every client failed" in out.stderr, out.stderr[-6000:]
+    assert "input-dim: run config says 63" in out.stderr, out.stderr[-6000:]
     runs = _flower_runs(db)
-    assert set(runs) == {f"{status.run_id}/gca"}
+    assert set(runs) == {f"{status.run_id}/gca"}, "a failed run logs no results"
     assert runs[f"{status.run_id}/gca"]["roc_auc"] > 0.5

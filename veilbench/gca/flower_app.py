@@ -255,7 +255,10 @@ def make_server_app(methods: Sequence[str] | None, setup: Callable, results: dic
     ``results[j]["train"][r]`` (GCA: client-mean ``accuracy-epochs``/``auc-epochs``, ``n-codes``).
     """
     import torch
+    from logging import INFO
+
     from flwr.app import ArrayRecord, ConfigRecord, MetricRecord
+    from flwr.common import log
     from flwr.serverapp import ServerApp
     from flwr.serverapp.strategy import FedAvg
 
@@ -273,7 +276,14 @@ def make_server_app(methods: Sequence[str] | None, setup: Callable, results: dic
             self.s = s
 
         def aggregate_train(self, server_round, replies):
+            """Pool the codes of the replies without error; each error is logged with its node and
+            reason (as Flower's own strategies do), so a run whose clients fail says why."""
+            replies = list(replies)
+            failed = [m for m in replies if m.has_error()]
             replies = [m for m in replies if not m.has_error()]
+            log(INFO, "aggregate_train: Received %s results and %s failures", len(replies), len(failed))
+            for m in failed:
+                log(INFO, "\t> Received error in reply from node %d: %s", m.metadata.src_node_id, m.error.reason)
             if not replies:
                 return None, None
             cfg = self.s.cfg
