@@ -4,7 +4,7 @@ Environment is set before Prefect/MLflow are imported anywhere: telemetry off, t
 PREFECT_HOME in a temporary folder (never the user's; one per pytest-xdist worker), a generous
 server start-up timeout.
 
-Under pytest-xdist (``make test``: ``pytest -n 2 --dist loadfile --no-loadscope-reorder``) each
+Under pytest-xdist (``make test``: ``pytest -n 3 --dist loadfile --no-loadscope-reorder``) each
 test file runs on one worker (its module-scoped fixtures are built once), every session-scoped
 fixture once per worker (the Prefect server and the reproduced project once for all workers);
 :func:`pytest_collection_modifyitems` starts the files with slow tests
@@ -83,9 +83,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
     Of the slow files that use :func:`reproduced_project` (built once for all workers), the first
     comes first and builds it; the others come after the remaining slow files, so that the other
-    worker has work of its own meanwhile instead of waiting for the build. Likewise the files that
+    workers have work of their own meanwhile instead of waiting for the build. Likewise the files that
     hold :func:`ray_lock` (Ray, Flower): the first keeps its place, the others come after the
-    remaining slow files, so that the two workers never run two of them at once, one idle on the lock
+    remaining slow files, so that two workers never run two of them at once, one idle on the lock
     (observed: 45 s of a worker's time)."""
     order = {id(item): i for i, item in enumerate(items)}
     slow_files = {item.path for item in items if item.get_closest_marker("slow")}
@@ -107,7 +107,7 @@ _TEST_TIMES: list[dict] = []
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
-    """With ``$VEILBENCH_TEST_TIMES_DIR`` set: each test's wall time (setup, call and teardown) and
+    """With ``$VEILBENCH_TEST_TIMES_DIR`` set: each test's start (Unix time), wall time (setup, call and teardown) and
     CPU seconds, this process's (``self``) and its reaped child processes' (``children``:
     ``getrusage(RUSAGE_CHILDREN)``; a process left running or reaped by another, such as a detached
     server, is not counted)."""
@@ -119,9 +119,9 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
         usage = resource.getrusage(who)
         return usage.ru_utime + usage.ru_stime
 
-    self0, children0, t0 = cpu(resource.RUSAGE_SELF), cpu(resource.RUSAGE_CHILDREN), time.perf_counter()
+    self0, children0, start, t0 = cpu(resource.RUSAGE_SELF), cpu(resource.RUSAGE_CHILDREN), time.time(), time.perf_counter()
     yield
-    _TEST_TIMES.append({"test": item.nodeid, "wall": time.perf_counter() - t0,
+    _TEST_TIMES.append({"test": item.nodeid, "start": start, "wall": time.perf_counter() - t0,
                         "self": cpu(resource.RUSAGE_SELF) - self0, "children": cpu(resource.RUSAGE_CHILDREN) - children0})
 
 
@@ -185,13 +185,14 @@ def mlflow_store(workdir: Path, migrated_mlflow_db: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def reproduced_project(tmp_path_factory: pytest.TempPathFactory, prefect_server: str):
+def reproduced_project(tmp_path_factory: pytest.TempPathFactory, prefect_server: str, migrated_mlflow_db: Path):
     """The tiny project reproduced by ``dvc repro`` and committed, built once per session for all
     pytest-xdist workers (:mod:`tests.e2e_root`); a :class:`tests.e2e_root.Reproduced`. Copy it
     (:func:`tests.e2e_root.copy_project`) or clone it before changing anything."""
     from tests.e2e_root import reproduced_project, shared_folder
 
-    return reproduced_project(shared_folder(tmp_path_factory, "veilbench-reproduced-project"), prefect_server)
+    return reproduced_project(shared_folder(tmp_path_factory, "veilbench-reproduced-project"), prefect_server,
+                              migrated_mlflow_db)
 
 
 @pytest.fixture(scope="module")

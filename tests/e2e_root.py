@@ -71,11 +71,13 @@ def project_env(prefect_url: str) -> dict[str, str]:
 def project_params() -> dict:
     """One small ScoreShield Gram sweep ``ss``: ε ∈ {4, 8} and the clean reference, one seed. The
     Gram regime has the cross-family metrics the DVC summary shows; two ε cells let a changed ε be
-    recomputed while the other grid cell and the reference are reused."""
+    recomputed while the other grid cell and the reference are reused. The audit has a fixed size
+    (the default, the smallest decidable size, is the unit tests' subject: ``tests/scoreshield``)."""
     params = tiny_params()
     params["sweeps"] = {"ss": {"family": "scoreshield", "embedding": "digits-pca", "seeds": [0],
                                "params": {"regime": "gram", "mechanism": "aap", "adjacency": "output",
-                                          "gram_sensitivity": 1.0, "n_records": 60, "delta": 1e-5},
+                                          "gram_sensitivity": 1.0, "n_records": 60, "delta": 1e-5,
+                                          "audit_releases": 400},
                                "grid": {"epsilon": [4.0, 8.0]}, "cells": [{"mechanism": "clean"}]}}
     params["report"]["frontiers"][0].update(y="utility_roc_auc", x_label="privacy budget ε", y_label="ROC AUC")
     return params
@@ -104,9 +106,10 @@ class Reproduced:
     repro_output: str
 
 
-def _build(folder: Path, prefect_url: str) -> None:
+def _build(folder: Path, prefect_url: str, mlflow_db: Path) -> None:
     env = project_env(prefect_url)
     root = init_project(folder / "repo", project_params(), env)
+    shutil.copy(mlflow_db, root / "mlflow.db")  # a migrated store (git-ignored): a new one is the fresh clone's
     (folder / "repro.log").write_text(run([*DVC, "repro"], root, env, timeout=900))
     run(["git", "add", "-A"], root, env)
     run(["git", "commit", "-qm", "reproduced"], root, env)
@@ -135,9 +138,10 @@ def built_once(folder: Path, build: Callable[[Path], None]) -> Path:
     return folder
 
 
-def reproduced_project(folder: Path, prefect_url: str) -> Reproduced:
-    """The reproduced project, built in ``folder`` once (:func:`built_once`)."""
-    built_once(folder, lambda f: _build(f, prefect_url))
+def reproduced_project(folder: Path, prefect_url: str, mlflow_db: Path) -> Reproduced:
+    """The reproduced project, built in ``folder`` once (:func:`built_once`), its MLflow store a
+    copy of the migrated store ``mlflow_db``."""
+    built_once(folder, lambda f: _build(f, prefect_url, mlflow_db))
     return Reproduced(folder / "repo", (folder / "repro.log").read_text())
 
 

@@ -99,7 +99,8 @@ def test_warnings_from_any_thread_go_to_the_log_not_the_console(tmp_path: Path, 
 
 
 @pytest.mark.slow
-def test_ctrl_c_stops_a_run_within_5_s_and_a_rerun_finishes(tmp_path: Path, prefect_server: str) -> None:
+def test_ctrl_c_stops_a_run_within_5_s_and_a_rerun_finishes(tmp_path: Path, prefect_server: str,
+                                                            migrated_mlflow_db: Path) -> None:
     import shutil
 
     for item in ("veilbench", "tasks", "flows"):
@@ -111,6 +112,7 @@ def test_ctrl_c_stops_a_run_within_5_s_and_a_rerun_finishes(tmp_path: Path, pref
     params["sweeps"]["ss"]["seeds"] = [0, 1, 2]
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     (tmp_path / ".gitignore").write_text("mlflow.db\n__pycache__/\n")
+    shutil.copy(migrated_mlflow_db, tmp_path / "mlflow.db")  # migrated, as after a first run (not what this test is about)
     env = {**os.environ, "PREFECT_API_URL": prefect_server, "VEILBENCH_ROOT": str(tmp_path), "GIT_AUTHOR_NAME": "t",
            "GIT_AUTHOR_EMAIL": "t@x", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@x",
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}

@@ -16,8 +16,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.e2e_root import DVC, workspace_snapshot
+from tests.e2e_root import DVC, stages_run, workspace_snapshot
 from tests.e2e_root import run as _run
+
+#: The queued experiment's override: a report title that no other run uses.
+QUEUED_TITLE = "queued experiment report"
 
 
 @pytest.mark.slow
@@ -25,12 +28,15 @@ def test_dvc_queued_experiment_runs_in_the_background_and_leaves_the_parent_alon
         committed_project: tuple[Path, dict[str, str]]) -> None:
     """``dvc exp run --queue -S …`` then ``dvc queue start``: DVC's queue worker (a background
     process) runs the experiment in its own copy under ``.dvc/tmp/exps``; once the queue is empty
-    ``dvc exp show`` lists it with the override and its metrics, and the parent is unchanged."""
+    ``dvc exp show`` lists it with the override and its metrics, the experiment's commit holds the
+    report made from the override, and the parent is unchanged. The override is the report's
+    title, so the worker reruns the report stage alone (``dvc exp run --temp`` in
+    ``tests/test_workflows_dvc.py`` reruns a sweep's stages from a changed ε)."""
     import time
 
     root, env = committed_project
     before = workspace_snapshot(root)
-    out = _run([*DVC, "exp", "run", "--queue", "-n", "queued-eps3", "-S", "sweeps.ss.grid.epsilon=[3.0]"], root, env)
+    out = _run([*DVC, "exp", "run", "--queue", "-n", "queued-title", "-S", f"report.title={QUEUED_TITLE}"], root, env)
     assert "Queued experiment" in out, out[-2000:]
     assert workspace_snapshot(root) == before, "queueing alone changes nothing"
     _run([*DVC, "queue", "start"], root, env)
@@ -39,7 +45,7 @@ def test_dvc_queued_experiment_runs_in_the_background_and_leaves_the_parent_alon
         asked = time.monotonic()
         while True:  # cheap polls (git: the experiment's ref appears when it succeeds), DVC's status now and then
             refs = _run(["git", "for-each-ref", "--format=%(refname)", "refs/exps"], root, env)
-            if "/queued-eps3" in refs or time.monotonic() - asked > 15:
+            if "/queued-title" in refs or time.monotonic() - asked > 15:
                 status, asked = _run([*DVC, "queue", "status"], root, env), time.monotonic()
                 if not any(word in status for word in ("Queued", "Running")):
                     break
@@ -47,17 +53,19 @@ def test_dvc_queued_experiment_runs_in_the_background_and_leaves_the_parent_alon
             time.sleep(1)
     finally:
         _run([*DVC, "queue", "stop"], root, env)
-    assert "Success" in status and "Failed" not in status, (
-        status + subprocess.run([*DVC, "queue", "logs", "queued-eps3"], cwd=root, env=env, capture_output=True,
-                                text=True).stdout[-3000:])
+    log = subprocess.run([*DVC, "queue", "logs", "queued-title"], cwd=root, env=env, capture_output=True, text=True).stdout
+    assert "Success" in status and "Failed" not in status, status + log[-3000:]
+    assert stages_run(log) == {"report"}, log[-3000:]
 
     shown = json.loads(_run([*DVC, "exp", "show", "--json"], root, env))
     exps = [rev for row in shown for e in row.get("experiments") or [] for rev in e["revs"]]
-    exp = next(r for r in exps if r["name"] == "queued-eps3")
-    assert exp["data"]["params"]["params.yaml"]["data"]["sweeps"]["ss"]["grid"]["epsilon"] == [3.0]
+    exp = next(r for r in exps if r["name"] == "queued-title")
+    assert exp["data"]["params"]["params.yaml"]["data"]["report"]["title"] == QUEUED_TITLE
     summary = exp["data"]["metrics"]["reports/sweeps/ss/summary.json"]["data"]
-    baseline = json.loads((root / "reports/sweeps/ss/summary.json").read_text())
-    assert summary["cells"] == 2 and summary["utility_min"] != baseline["utility_min"], "the override took effect"
+    assert summary == json.loads((root / "reports/sweeps/ss/summary.json").read_text()), "evaluate was not rerun"
+    report = _run(["git", "show", f"{exp['rev']}:reports/index.md"], root, env)
+    assert QUEUED_TITLE in report, "the experiment's report was made from its own params"
+    assert QUEUED_TITLE not in (root / "reports/index.md").read_text()
 
     assert "up to date" in _run([*DVC, "status"], root, env).lower()
     assert _run(["git", "status", "--porcelain"], root, env).strip() == ""

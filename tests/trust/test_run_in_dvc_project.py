@@ -20,11 +20,11 @@ pytestmark = pytest.mark.slow
 
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc")
 def test_error_inside_a_stage_reaches_the_user_as_one_line(tmp_path: Path, prefect_server: str,
-                                                           migrated_prefect_db: Path) -> None:
+                                                           migrated_prefect_db: Path, migrated_mlflow_db: Path) -> None:
     """A user data file rejected inside the prepare task of ``veilbench run``: exit 2, one message
     naming the file's problem, no traceback, nothing recorded, no server left behind. (The
     ``--debug`` control runs on the session's test server: it checks only what is printed.)"""
-    root, env = _project(tmp_path, _user_params("user/zeros.npz"), migrated_prefect_db)
+    root, env = _project(tmp_path, _user_params("user/zeros.npz"), migrated_prefect_db, migrated_mlflow_db)
     (root / "user").mkdir()
     np.savez(root / "user" / "zeros.npz", X=np.zeros((40, 5)), y=np.arange(40) % 2)
     proc = subprocess.run([sys.executable, "-m", "flows.cli", "run"], cwd=root, env=env, capture_output=True,
@@ -42,12 +42,13 @@ def test_error_inside_a_stage_reaches_the_user_as_one_line(tmp_path: Path, prefe
 
 
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc")
-def test_sigkill_of_veilbench_run_leaves_no_server(tmp_path: Path, migrated_prefect_db: Path) -> None:
+def test_sigkill_of_veilbench_run_leaves_no_server(tmp_path: Path, migrated_prefect_db: Path,
+                                                   migrated_mlflow_db: Path) -> None:
     from tests.trust.conftest import trust_params
 
     params = trust_params()
     del params["datasets"]["mine"]
-    root, env = _project(tmp_path, params, migrated_prefect_db)
+    root, env = _project(tmp_path, params, migrated_prefect_db, migrated_mlflow_db)
     proc = subprocess.Popen([sys.executable, "-m", "flows.cli", "run"], cwd=root, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     try:

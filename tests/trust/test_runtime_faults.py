@@ -92,10 +92,12 @@ def test_damaged_outputs_are_recomputed_not_reused(case: str, trust_root: Path) 
 # ------------------------------------------------------------------------------------------------
 
 
-def _project(tmp_path: Path, params: dict, prefect_db: Path | None = None) -> tuple[Path, dict[str, str]]:
+def _project(tmp_path: Path, params: dict, prefect_db: Path | None = None,
+             mlflow_db: Path | None = None) -> tuple[Path, dict[str, str]]:
     """A git + DVC project holding a copy of the code, ``dvc.yaml`` and ``params``; with
     ``prefect_db`` (the :func:`migrated_prefect_db` fixture) its Prefect home holds a copy of that
-    migrated database (:func:`tests.e2e_root.seed_prefect_home`)."""
+    migrated database (:func:`tests.e2e_root.seed_prefect_home`), with ``mlflow_db`` (the
+    ``migrated_mlflow_db`` fixture) its (git-ignored) MLflow store is a copy of that migrated store."""
     import shutil
 
     import yaml
@@ -119,6 +121,8 @@ def _project(tmp_path: Path, params: dict, prefect_db: Path | None = None) -> tu
         from tests.e2e_root import seed_prefect_home
 
         seed_prefect_home(root, prefect_db)
+    if mlflow_db is not None:
+        shutil.copy(mlflow_db, root / "mlflow.db")
     return root, env
 
 
