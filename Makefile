@@ -52,19 +52,23 @@ install-browser:
 	  ((apt-get install -y -q chromium || (apt-get update -q && apt-get install -y -q chromium)) >/dev/null 2>&1) || \
 	  echo "install-browser: could not install chromium; the browser tests will be skipped"
 
-# The suite on TEST_WORKERS pytest-xdist workers, one test file per worker at a time (module-scoped
-# fixtures are built once); tests/conftest.py orders the files, those with slow tests first
-# (kept by --no-loadscope-reorder).
-TEST_WORKERS ?= 2
-PYTEST = PREFECT_HOME=$$(mktemp -d) $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+# The suite on pytest-xdist workers, one test file per worker at a time (module-scoped fixtures are
+# built once); tests/conftest.py orders the files, those with slow tests first (kept by
+# --no-loadscope-reorder). `make test` runs TEST_WORKERS = 3 workers on the 2 cores: its end-to-end
+# tests spend much of their time waiting on servers and background processes (Prefect, DVC's queue
+# worker, Ray, Flower), and with two workers the CPU stood idle about a tenth of the run
+# (benchmarks/bench_test_suite.py records both). `make test-fast` (CPU-bound unit tests) runs FAST_WORKERS = 2.
+TEST_WORKERS ?= 3
+FAST_WORKERS ?= 2
+PYTEST = PREFECT_HOME=$$(mktemp -d) $(BIN)/python -m pytest -q --dist loadfile --no-loadscope-reorder
 
 test: $(STAMP)
 	-@$(MAKE) --no-print-directory install-browser
-	$(PYTEST)
+	$(PYTEST) -n $(TEST_WORKERS)
 
 # The edit loop: every test not marked slow.
 test-fast: $(STAMP)
-	$(PYTEST) -m "not slow"
+	$(PYTEST) -n $(FAST_WORKERS) -m "not slow"
 
 # `make test` timed, with pytest's tally: reports/bench/test_suite.json (benchmarks/bench_test_suite.py).
 test-timed: $(STAMP)

@@ -46,6 +46,21 @@ def test_busy_cpu_seconds_grows_with_work() -> None:
     assert bench.busy_cpu_seconds() > before
 
 
+def test_idle_cpu_seconds_grows_while_the_cores_wait() -> None:
+    """A sleep leaves the cores idle (under a busy machine, less than the sleep's length times the
+    cores); busy and idle time together follow the wall clock, core for core."""
+    import time
+
+    bench = _bench()
+    idle0, busy0, t0 = bench.idle_cpu_seconds(), bench.busy_cpu_seconds(), time.monotonic()
+    if idle0 is None:
+        pytest.skip("no /proc/stat")
+    time.sleep(1.0)
+    idle, busy, wall = bench.idle_cpu_seconds() - idle0, bench.busy_cpu_seconds() - busy0, time.monotonic() - t0
+    cores = os.cpu_count() or 1
+    assert idle >= 0.0 and idle + busy == pytest.approx(wall * cores, rel=0.25, abs=0.1)
+
+
 def test_conftest_records_each_test_when_asked(tmp_path: Path) -> None:
     """With VEILBENCH_TEST_TIMES_DIR set, tests/conftest.py writes one record per test; the CPU of a
     child process the test ran and waited for counts as ``children``, the test's own as ``self``."""
