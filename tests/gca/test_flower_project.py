@@ -96,6 +96,37 @@ def test_final_metrics_of_each_method_and_a_run_with_no_replies() -> None:
         task.final_metrics("fedavg", {"evaluate": {}, "train": {}})
 
 
+def _fake_flwr(tmp_path: Path, body: str) -> list[str]:
+    """A stand-in ``flwr`` command: a Python script whose ``sys.argv[1:]`` are flwr's arguments."""
+    script = tmp_path / "flwr.py"
+    script.write_text("import json, sys, time\nargs = sys.argv[1:]\n" + body)
+    return [sys.executable, str(script)]
+
+
+def test_run_app_follows_the_log_stream_then_reads_the_status_once(tmp_path: Path, monkeypatch) -> None:
+    """``run`` submits, ``log --stream`` blocks until the run ended (its output is the log), one
+    ``ls`` reads the final status; every call is recorded to check that nothing polled."""
+    import tasks.flower_launch as launch
+
+    calls = tmp_path / "calls.txt"
+    body = (f"open({str(calls)!r}, 'a').write(' '.join(args[:1] + args[-1:]) + '\\n')\n"
+            "if args[0] == 'run':\n    print(json.dumps({'success': True, 'run-id': 7}))\n"
+            "elif args[0] == 'log':\n    print('client 1 failed: input-dim')\n"
+            "elif args[0] == 'ls':\n    print(json.dumps({'runs': [{'status': 'finished:failed', 'status-details': 'every client failed'}]}))\n")
+    monkeypatch.setattr(launch, "_flwr", lambda: _fake_flwr(tmp_path, body))
+    status = launch.run_app(tmp_path, "local-deployment", timeout=60)
+    assert (status.run_id, status.status, status.details) == ("7", "finished:failed", "every client failed")
+    assert not status.ok and "client 1 failed: input-dim" in status.log
+    assert [line.split()[0] for line in calls.read_text().splitlines()] == ["run", "log", "ls"]
+
+
+def test_follow_returns_what_was_printed_when_the_run_outlives_the_timeout(tmp_path: Path, monkeypatch) -> None:
+    import tasks.flower_launch as launch
+
+    monkeypatch.setattr(launch, "_flwr", lambda: _fake_flwr(tmp_path, "print('round 1', flush=True)\ntime.sleep(30)\n"))
+    assert launch.follow("7", "local-simulation", timeout=1.5).strip() == "round 1"
+
+
 @pytest.mark.slow
 def test_app_components_are_created_at_import() -> None:
     """``flwr`` loads ``module:attribute`` statically (no module ``__getattr__``)."""
