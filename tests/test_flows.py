@@ -31,25 +31,6 @@ def test_stage_flow_cli_rejects_bad_params_before_work(prefect_server: str, work
     assert not (workdir / "data").exists()
 
 
-@pytest.mark.slow
-def test_dask_runner_gives_the_same_results_as_sequential(prefect_server: str, workdir: Path, mlflow_store: Path) -> None:
-    import shutil
-
-    from flows.benchmark import run_benchmark
-
-    params = str(workdir / "params.yaml")
-    run_benchmark(params, sweeps=["ss"], workers=1)
-    sequential = json.loads((workdir / "reports/sweeps/ss/metrics.json").read_text())
-    for sub in ("data/release", "data/integrate", "data/attack", "reports/sweeps"):
-        shutil.rmtree(workdir / sub)
-    run_benchmark(params, sweeps=["ss"], workers=2)
-    parallel = json.loads((workdir / "reports/sweeps/ss/metrics.json").read_text())
-    assert set(parallel) == {"epsilon=4.0", "epsilon=8.0", "mechanism=clean"}
-    assert parallel == sequential
-    release = json.loads((workdir / "data/release/ss/sweep.json").read_text())
-    assert sorted(release["computed"]) == sorted(parallel)
-
-
 def test_local_prefect_server_binds_loopback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The server the pipeline starts listens on 127.0.0.1 only (checked on the command it runs)."""
     import subprocess

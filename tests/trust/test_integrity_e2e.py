@@ -155,7 +155,7 @@ def _gaussian_params(path: str) -> dict:
 
 
 #: case → (the stage function that reads params.yaml just before the edit, the edit, the stages
-#: recorded before it, the stage running when the file changed)
+#: recorded before it, the stage running when the file changed), in the order the test makes them
 EDITS = {
     # a one-task stage: prepare read the file, then it changed; prepare goes on with the old version
     "during-prepare": ("tasks/prepare.py:prepare", ("test_size: 0.3", "test_size: 0.4"), set(), "prepare@mine"),
@@ -165,35 +165,43 @@ EDITS = {
 }
 
 
-@pytest.mark.parametrize("case", list(EDITS))
-def test_params_edited_mid_run_leave_no_manifest_disagreeing_with_the_lock(case: str, tmp_path: Path,
-                                                                          prefect_server: str,
+def test_params_edited_mid_run_leave_no_manifest_disagreeing_with_the_lock(tmp_path: Path, prefect_server: str,
                                                                           migrated_mlflow_db: Path) -> None:
-    where, (old, new), recorded_before, running = EDITS[case]
+    """The cases of :data:`EDITS` in turn on one project, each ending its run with exit 2 and the
+    lock as it should be; the next run (the next case's, then a complete one) reruns the stage that
+    was running and none recorded before it, and leaves dvc status clean."""
     root, env = _project(tmp_path, _gaussian_params("user/mine.npz"), mlflow_db=migrated_mlflow_db)
     env = _on_test_server(env, prefect_server)
     (root / "user").mkdir()
     np.savez(root / "user" / "mine.npz", **valid_user_arrays())
 
-    proc = _run([sys.executable, "-c", _EDITING_RUN, where, old, new], root, env)
-    assert f"edited params.yaml in {where}" in proc.stderr, proc.stderr[-3000:]
-    assert proc.returncode == 2, (proc.returncode, proc.stderr[-3000:])
-    assert "Traceback" not in proc.stdout + proc.stderr, proc.stderr[-3000:]
-    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1 and "params.yaml" in errors[0] and "changed while the run" in errors[0], proc.stderr[-3000:]
+    previous: tuple[str, str, set[str]] | None = None  # (case, running, recorded before) of the last edit
+    for case, (where, (old, new), recorded_before, running) in EDITS.items():
+        proc = _run([sys.executable, "-c", _EDITING_RUN, where, old, new], root, env)
+        assert f"edited params.yaml in {where}" in proc.stderr, (case, proc.stderr[-3000:])
+        assert proc.returncode == 2, (case, proc.returncode, proc.stderr[-3000:])
+        assert "Traceback" not in proc.stdout + proc.stderr, (case, proc.stderr[-3000:])
+        errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+        assert len(errors) == 1 and "params.yaml" in errors[0] and "changed while the run" in errors[0], (
+            case, proc.stderr[-3000:])
+        if previous is not None:  # this run, the one after the last edit, redid what that edit stopped
+            ran = _stages_run(proc.stdout + proc.stderr)
+            assert previous[1] in ran and not ran & previous[2], (previous[0], ran)
 
-    locked = set(_read_lock(root)["stages"]) if (root / "dvc.lock").exists() else set()
-    if locked:
-        assert lock_disagreements(root) == []
-    assert locked == recorded_before, "the stages recorded before the edit, and only they, are in dvc.lock"
-    stale = _dvc_stale(root, env)
-    assert running in stale and not stale & recorded_before, stale
+        locked = set(_read_lock(root)["stages"]) if (root / "dvc.lock").exists() else set()
+        if locked:
+            assert lock_disagreements(root) == []
+        assert locked == recorded_before, f"{case}: the stages recorded before the edit, and only they, are in dvc.lock"
+        stale = _dvc_stale(root, env)
+        assert running in stale and not stale & recorded_before, (case, stale)
+        previous = (case, running, recorded_before)
 
     second = _stages_run(_veilbench_run(root, env))
-    assert running in second and not second & recorded_before, second
+    assert previous[1] in second and not second & previous[2], second
     assert _dvc_stale(root, env) == set(), "after a complete run dvc status is clean"
     assert lock_disagreements(root) == []
-    assert new in (root / "params.yaml").read_text()
+    text = (root / "params.yaml").read_text()
+    assert all(new in text for _, (_, new), _, _ in EDITS.values())
 
 
 def test_lock_disagreements_sees_a_lock_entry_from_other_params(tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
-"""Cells fanned out to an existing Dask cluster given by address: a `dask scheduler` and a `dask
-worker` process on 127.0.0.1 run a small sweep with the same results as a local run. (Cells spread
-over two worker processes: ``tests/test_flows.py``'s local cluster.)"""
+"""Cells fanned out to Dask with the results of a sequential run: a local cluster of two worker
+processes (``workers=2``) and an existing cluster given by address (a `dask scheduler` and a `dask
+worker` process on 127.0.0.1). The sequential run is made once, for both (:func:`sequential`)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,53 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
+
+from tests.conftest import tiny_params
+from tests.e2e_root import copy_project
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def sequential(prefect_server: str, migrated_mlflow_db: Path,
+               tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    """(root, metrics): the tiny params' ``ss`` sweep run sequentially in a root of its own."""
+    from flows.benchmark import run_benchmark
+
+    root = tmp_path_factory.mktemp("dask-sequential")
+    (root / "params.yaml").write_text(yaml.safe_dump(tiny_params(), sort_keys=False))
+    shutil.copy(migrated_mlflow_db, root / "mlflow.db")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("VEILBENCH_ROOT", str(root))
+        mp.delenv("DVC_ROOT", raising=False)
+        run_benchmark(str(root / "params.yaml"), sweeps=["ss"], workers=1)
+    return root, json.loads((root / "reports/sweeps/ss/metrics.json").read_text())
+
+
+def _without_cells(sequential: tuple[Path, dict], dest: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A copy of the sequential run's root without the sweep's cell outputs (prepared data and the
+    embedding kept), made the stages' root."""
+    root = copy_project(sequential[0], dest)
+    for sub in ("data/release", "data/integrate", "data/attack", "reports/sweeps"):
+        shutil.rmtree(root / sub)
+    monkeypatch.setenv("VEILBENCH_ROOT", str(root))
+    monkeypatch.delenv("DVC_ROOT", raising=False)
+    return root
+
+
+@pytest.mark.slow
+def test_dask_runner_gives_the_same_results_as_sequential(sequential: tuple[Path, dict], tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from flows.benchmark import run_benchmark
+
+    root = _without_cells(sequential, tmp_path / "root", monkeypatch)
+    run_benchmark(str(root / "params.yaml"), sweeps=["ss"], workers=2)
+    parallel = json.loads((root / "reports/sweeps/ss/metrics.json").read_text())
+    assert set(parallel) == {"epsilon=4.0", "epsilon=8.0", "mechanism=clean"}
+    assert parallel == sequential[1]
+    release = json.loads((root / "data/release/ss/sweep.json").read_text())
+    assert sorted(release["computed"]) == sorted(parallel)
 
 
 def _free_port() -> int:
@@ -33,9 +78,11 @@ def _wait_for_workers(address: str, n: int, timeout: float) -> None:
 
 
 @pytest.mark.slow
-def test_sweep_on_a_dask_cluster_by_address_matches_a_local_run(prefect_server: str, workdir: Path,
-                                                                 mlflow_store: Path) -> None:
+def test_sweep_on_a_dask_cluster_by_address_matches_a_local_run(sequential: tuple[Path, dict], prefect_server: str,
+                                                                 tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from flows.benchmark import run_benchmark
+
+    workdir = _without_cells(sequential, tmp_path / "root", monkeypatch)
 
     dask = str(Path(sys.executable).parent / "dask")
     port = _free_port()
@@ -55,15 +102,10 @@ def test_sweep_on_a_dask_cluster_by_address_matches_a_local_run(prefect_server: 
         time.sleep(2)
         _wait_for_workers(address, 1, timeout=120)
 
-        params = str(workdir / "params.yaml")
-        run_benchmark(params, sweeps=["ss"], workers=1)
-        local = json.loads((workdir / "reports/sweeps/ss/metrics.json").read_text())
-        for sub in ("data/release", "data/integrate", "data/attack", "reports/sweeps"):
-            shutil.rmtree(workdir / sub)
-        run_benchmark(params, sweeps=["ss"], dask_address=address)
+        run_benchmark(str(workdir / "params.yaml"), sweeps=["ss"], dask_address=address)
         remote = json.loads((workdir / "reports/sweeps/ss/metrics.json").read_text())
         assert set(remote) == {"epsilon=4.0", "epsilon=8.0", "mechanism=clean"}
-        assert remote == local
+        assert remote == sequential[1]
         release = json.loads((workdir / "data/release/ss/sweep.json").read_text())
         assert sorted(release["computed"]) == sorted(remote), "every cell recomputed on the cluster"
 
