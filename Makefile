@@ -60,7 +60,10 @@ install-browser:
 # (benchmarks/bench_test_suite.py records both). `make test-fast` (CPU-bound unit tests) runs FAST_WORKERS = 2.
 TEST_WORKERS ?= 3
 FAST_WORKERS ?= 2
-PYTEST = PREFECT_HOME=$$(mktemp -d) $(BIN)/python -m pytest -q --dist loadfile --no-loadscope-reorder
+# Python writes its bytecode caches, as in a user's shell, even where the environment turns that off
+# (PYTHONDONTWRITEBYTECODE, common in containers): the end-to-end tests then check that DVC ignores
+# them (.dvcignore), and the suite's ~100 Python processes do not each recompile the project.
+PYTEST = PYTHONDONTWRITEBYTECODE= PREFECT_HOME=$$(mktemp -d) $(BIN)/python -m pytest -q --dist loadfile --no-loadscope-reorder
 
 test: $(STAMP)
 	-@$(MAKE) --no-print-directory install-browser

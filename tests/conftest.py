@@ -8,7 +8,9 @@ Under pytest-xdist (``make test``: ``pytest -n 3 --dist loadfile --no-loadscope-
 test file runs on one worker (its module-scoped fixtures are built once), every session-scoped
 fixture once per worker (the Prefect server and the reproduced project once for all workers);
 :func:`pytest_collection_modifyitems` starts the files with slow tests
-first, and :func:`ray_lock` keeps two workers from starting Ray/Flower at the same time.
+first, :func:`pytest_xdist_make_scheduler` hands a worker its next file only as it runs out
+(:mod:`tests.xdist_schedule`), and :func:`ray_lock` keeps two workers from starting Ray/Flower at
+the same time.
 """
 
 from __future__ import annotations
@@ -98,6 +100,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                         and shared in getattr(it, "fixturenames", ())}, key=first.__getitem__)
         waiting.update(users[1:])
     items.sort(key=lambda it: (it.path not in slow_files, it.path in waiting, first[it.path], order[id(it)]))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """Under ``--dist loadfile`` (``make test``): :class:`tests.xdist_schedule.OneFileAhead`, which
+    hands a worker its next test file only when it is about to start its last pending test."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from tests.xdist_schedule import OneFileAhead
+
+    return OneFileAhead(config, log)
 
 
 #: Folder for per-test time records (``benchmarks/bench_test_suite.py`` sets it); unset: nothing recorded.

@@ -59,9 +59,12 @@ def stages_run(output: str) -> set[str]:
 
 def project_env(prefect_url: str) -> dict[str, str]:
     """The environment a user's shell would give the project's commands: no ``PYTHONPATH``,
-    ``VEILBENCH_ROOT`` or ``DVC_ROOT``, the test Prefect server, a git identity, and this
-    interpreter's folder first on ``PATH`` (``dvc.yaml`` calls ``python``)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VEILBENCH_ROOT", "DVC_ROOT")}
+    ``VEILBENCH_ROOT`` or ``DVC_ROOT``, no ``PYTHONDONTWRITEBYTECODE`` (Python writes its bytecode
+    caches beside the project's code, as by default: the project's ``.dvcignore`` must hide them from
+    DVC), the test Prefect server, a git identity, and this interpreter's folder first on ``PATH``
+    (``dvc.yaml`` calls ``python``)."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "VEILBENCH_ROOT", "DVC_ROOT", "PYTHONDONTWRITEBYTECODE")}
     env.update({"PREFECT_API_URL": prefect_url, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x",
                 "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@x",
                 "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"})

@@ -24,13 +24,15 @@ _stages_run = stages_run  # the name other test modules import
 
 def test_dvc_repro_is_incremental_and_veilbench_run_keeps_its_lock(reproduced_project, prefect_server: str,
                                                                    tmp_path: Path) -> None:
-    """`dvc repro` runs every stage's ``cmd`` once and then nothing; `veilbench run` (stale stages in
+    """`dvc repro` runs every stage's ``cmd`` once and then nothing (the bytecode caches its stage
+    processes wrote beside the code change no dependency's hash); `veilbench run` (stale stages in
     one process, planned by DVC) agrees that nothing is stale; after one ε changes it reruns only
     that sweep's stages and, inside them, only that cell, and locks them exactly as `dvc repro` would
     (a following `dvc repro` reruns nothing)."""
     assert stages_run(reproduced_project.repro_output) == ALL_STAGES, reproduced_project.repro_output[-3000:]
     root, env = copy_project(reproduced_project.root, tmp_path / "repo"), project_env(prefect_server)
     assert (root / "reports/index.md").is_file() and (root / "reports/sweeps/ss/metrics.json").is_file()
+    assert any((root / "veilbench").rglob("__pycache__/*.pyc")), "the stages ran without writing bytecode"
     assert stages_run(run([*DVC, "repro"], root, env)) == set(), "a second repro must rerun nothing"
 
     assert stages_run(run(VEILBENCH_RUN, root, env)) == set(), "veilbench run after dvc repro must rerun nothing"

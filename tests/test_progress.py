@@ -118,6 +118,8 @@ def test_ctrl_c_stops_a_run_within_5_s_and_a_rerun_finishes(tmp_path: Path, pref
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     for cmd in (["git", "init", "-q"], [sys.executable, "-m", "dvc", "init", "-q"], ["git", "add", "-A"],
                 ["git", "commit", "-qm", "init"]):
+        if cmd[0] == "git" and cmd[1] == "add":
+            shutil.copy(REPO / ".dvcignore", tmp_path / ".dvcignore")  # the project's, over the one `dvc init` wrote
         subprocess.run(cmd, cwd=tmp_path, env=env, check=True, capture_output=True)
     run = [sys.executable, "-m", "flows.cli", "run"]
     proc = subprocess.Popen(run, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

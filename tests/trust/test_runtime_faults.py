@@ -116,6 +116,8 @@ def _project(tmp_path: Path, params: dict, prefect_db: Path | None = None,
                 "COLUMNS": "200", "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"})
     for cmd in (["git", "init", "-q"], [sys.executable, "-m", "dvc", "init", "-q"], ["git", "add", "-A"],
                 ["git", "commit", "-qm", "init"]):
+        if cmd[0] == "git" and cmd[1] == "add":
+            shutil.copy(repo / ".dvcignore", root / ".dvcignore")  # the project's, over the one `dvc init` wrote
         subprocess.run(cmd, cwd=root, env=env, check=True, capture_output=True, timeout=300)
     if prefect_db is not None:
         from tests.e2e_root import seed_prefect_home
