@@ -103,26 +103,23 @@ def test_ctrl_c_stops_a_run_within_5_s_and_a_rerun_finishes(tmp_path: Path, pref
                                                             migrated_mlflow_db: Path) -> None:
     import shutil
 
-    for item in ("veilbench", "tasks", "flows"):
-        shutil.copytree(REPO / item, tmp_path / item, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(REPO / "dvc.yaml", tmp_path / "dvc.yaml")
+    from tests.e2e_root import init_project
+    from tests.e2e_root import run as run_checked
+
     params = tiny_params()
     # enough cells that the run is still busy when Ctrl-C comes
     params["sweeps"]["ss"]["grid"]["epsilon"] = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0]
     params["sweeps"]["ss"]["seeds"] = [0, 1, 2]
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    (tmp_path / ".gitignore").write_text("mlflow.db\n__pycache__/\n")
-    shutil.copy(migrated_mlflow_db, tmp_path / "mlflow.db")  # migrated, as after a first run (not what this test is about)
-    env = {**os.environ, "PREFECT_API_URL": prefect_server, "VEILBENCH_ROOT": str(tmp_path), "GIT_AUTHOR_NAME": "t",
+    root = tmp_path / "project"
+    env = {**os.environ, "PREFECT_API_URL": prefect_server, "VEILBENCH_ROOT": str(root), "GIT_AUTHOR_NAME": "t",
            "GIT_AUTHOR_EMAIL": "t@x", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@x",
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-    for cmd in (["git", "init", "-q"], [sys.executable, "-m", "dvc", "init", "-q"], ["git", "add", "-A"],
-                ["git", "commit", "-qm", "init"]):
-        if cmd[0] == "git" and cmd[1] == "add":
-            shutil.copy(REPO / ".dvcignore", tmp_path / ".dvcignore")  # the project's, over the one `dvc init` wrote
-        subprocess.run(cmd, cwd=tmp_path, env=env, check=True, capture_output=True)
+    init_project(root, params, env)
+    run_checked(["git", "add", "-A"], root, env)
+    run_checked(["git", "commit", "-qm", "init"], root, env)
+    shutil.copy(migrated_mlflow_db, root / "mlflow.db")  # migrated, as after a first run (not what this test is about)
     run = [sys.executable, "-m", "flows.cli", "run"]
-    proc = subprocess.Popen(run, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(run, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines: list[str] = []
     started = threading.Event()
 
@@ -149,15 +146,15 @@ def test_ctrl_c_stops_a_run_within_5_s_and_a_rerun_finishes(tmp_path: Path, pref
     assert code == 130 and took < 5.0, out
     assert "done:" not in out, "the run was interrupted before its end"
     assert "Traceback" not in out, out
-    for path in (tmp_path / "data").rglob("*.json"):
-        if not any(part.startswith(".") for part in path.relative_to(tmp_path).parts):
+    for path in (root / "data").rglob("*.json"):
+        if not any(part.startswith(".") for part in path.relative_to(root).parts):
             json.loads(path.read_text())  # every file under its final name is complete
-    if (tmp_path / "dvc.lock").is_file():
-        yaml.safe_load((tmp_path / "dvc.lock").read_text())
-    again = subprocess.run(run, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    if (root / "dvc.lock").is_file():
+        yaml.safe_load((root / "dvc.lock").read_text())
+    again = subprocess.run(run, cwd=root, env=env, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
-    assert (tmp_path / "reports" / "index.md").is_file()
-    status = subprocess.run([sys.executable, "-m", "dvc", "status"], cwd=tmp_path, env=env, capture_output=True,
+    assert (root / "reports" / "index.md").is_file()
+    status = subprocess.run([sys.executable, "-m", "dvc", "status"], cwd=root, env=env, capture_output=True,
                             text=True, timeout=300)
     assert "up to date" in (status.stdout + status.stderr).lower()
 

@@ -9,12 +9,9 @@ from importlib.metadata import version
 from pathlib import Path
 from types import SimpleNamespace
 
-import pytest
+from xdist.scheduler import LoadFileScheduling
 
 from tests.xdist_schedule import OneFileAhead
-
-xdist = pytest.importorskip("xdist")
-from xdist.scheduler import LoadFileScheduling  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 

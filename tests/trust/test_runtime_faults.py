@@ -94,34 +94,24 @@ def test_damaged_outputs_are_recomputed_not_reused(case: str, trust_root: Path) 
 
 def _project(tmp_path: Path, params: dict, prefect_db: Path | None = None,
              mlflow_db: Path | None = None) -> tuple[Path, dict[str, str]]:
-    """A git + DVC project holding a copy of the code, ``dvc.yaml`` and ``params``; with
-    ``prefect_db`` (the :func:`migrated_prefect_db` fixture) its Prefect home holds a copy of that
-    migrated database (:func:`tests.e2e_root.seed_prefect_home`), with ``mlflow_db`` (the
-    ``migrated_mlflow_db`` fixture) its (git-ignored) MLflow store is a copy of that migrated store."""
+    """A git + DVC project holding a copy of the code, ``dvc.yaml`` and ``params``
+    (:func:`tests.e2e_root.init_project`), committed; with ``prefect_db`` (the
+    :func:`migrated_prefect_db` fixture) its Prefect home holds a copy of that migrated database
+    (:func:`tests.e2e_root.seed_prefect_home`), with ``mlflow_db`` (the ``migrated_mlflow_db``
+    fixture) its (git-ignored) MLflow store is a copy of that migrated store."""
     import shutil
 
-    import yaml
+    from tests.e2e_root import init_project, run, seed_prefect_home
 
-    repo = Path(__file__).resolve().parents[2]
     root = tmp_path / "project"
-    root.mkdir()
-    for item in ("veilbench", "tasks", "flows"):
-        shutil.copytree(repo / item, root / item, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(repo / "dvc.yaml", root / "dvc.yaml")
-    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    (root / ".gitignore").write_text("mlflow.db\n__pycache__/\n/.prefect/\n")
     env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "PREFECT_HOME", "DVC_ROOT")}
     env.update({"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x", "GIT_COMMITTER_NAME": "t",
                 "GIT_COMMITTER_EMAIL": "t@x", "VEILBENCH_ROOT": str(root), "PYTHONPATH": str(root),
                 "COLUMNS": "200", "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"})
-    for cmd in (["git", "init", "-q"], [sys.executable, "-m", "dvc", "init", "-q"], ["git", "add", "-A"],
-                ["git", "commit", "-qm", "init"]):
-        if cmd[0] == "git" and cmd[1] == "add":
-            shutil.copy(repo / ".dvcignore", root / ".dvcignore")  # the project's, over the one `dvc init` wrote
-        subprocess.run(cmd, cwd=root, env=env, check=True, capture_output=True, timeout=300)
+    init_project(root, params, env)
+    run(["git", "add", "-A"], root, env)
+    run(["git", "commit", "-qm", "init"], root, env)
     if prefect_db is not None:
-        from tests.e2e_root import seed_prefect_home
-
         seed_prefect_home(root, prefect_db)
     if mlflow_db is not None:
         shutil.copy(mlflow_db, root / "mlflow.db")
