@@ -72,18 +72,24 @@ def test_task_runs_are_named_and_reused_cells_say_so(prefect_server: str, workdi
     import time
 
     from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import TaskRunFilter, TaskRunFilterStartTime
+    from prefect.client.schemas.filters import TaskRunFilter, TaskRunFilterFlowRunId
 
     from flows.benchmark import benchmark
 
     params = str(workdir / "params.yaml")
     benchmark(params_path=params, sweeps=["ss-identity"], root=str(workdir))
-    t0 = datetime.now(timezone.utc)
-    benchmark(params_path=params, sweeps=["ss-identity"], root=str(workdir))
+    records = [workdir / f"data/{stage}/ss-identity/default/manifest.json" for stage in ("release", "integrate", "attack")]
+    records.append(workdir / "reports/sweeps/ss-identity/cells/default.json")
+    written = {p: p.stat().st_mtime_ns for p in records}
+    second = benchmark(params_path=params, sweeps=["ss-identity"], root=str(workdir), return_state=True)
+    assert second.is_completed(), second
+    assert {p: p.stat().st_mtime_ns for p in records} == written, "the second run rewrote a cell's outputs"
+    # this flow run's task runs only: other test workers run the same sweep on the shared server
+    this_run = TaskRunFilter(flow_run_id=TaskRunFilterFlowRunId(any_=[second.state_details.flow_run_id]))
 
     async def task_runs() -> list:
         async with get_client() as client:
-            return await client.read_task_runs(task_run_filter=TaskRunFilter(start_time=TaskRunFilterStartTime(after_=t0)))
+            return await client.read_task_runs(task_run_filter=this_run)
 
     cells = {f"{stage}@ss-identity/default" for stage in ("release", "integrate", "attack", "evaluate")}
     deadline = time.monotonic() + 60  # task-run records reach the server as events, shortly after the run
