@@ -194,6 +194,26 @@ def open_store(root: Path | None = None) -> Any:
     return client
 
 
+def artifact_location(uri: str, experiment: str) -> str | None:
+    """Where a new experiment named ``experiment`` of the store at ``uri`` keeps its runs' artifacts:
+    ``<folder of the database>/mlruns/<experiment>`` for a SQLite store, else None (the tracking
+    server's own choice).
+
+    MLflow's default is ``./mlruns/<experiment id>`` resolved against the working directory of the
+    process that first creates the experiment. That folder is not the store's: a DVC experiment's
+    temporary copy (deleted when the experiment ends) logging to its parent's store, a scheduled run
+    whose store is in its own root while it runs from the workspace, or a test's store would keep
+    their artifacts in the wrong place. Experiment names are safe path segments
+    (:class:`veilbench.config.TrackingConfig`)."""
+    prefix = "sqlite:///"
+    if not uri.startswith(prefix):
+        return None
+    database = uri[len(prefix):].split("?", 1)[0]
+    if database in ("", ":memory:"):
+        return None
+    return str(Path(database).resolve().parent / "mlruns" / experiment)
+
+
 def _client_and_experiment(uri: str, experiment: str, refresh: bool = False) -> tuple[Any, str]:
     from mlflow.exceptions import MlflowException
 
@@ -203,7 +223,7 @@ def _client_and_experiment(uri: str, experiment: str, refresh: bool = False) -> 
             exp = client.get_experiment_by_name(experiment)
             if exp is None:
                 try:
-                    exp_id = client.create_experiment(experiment)
+                    exp_id = client.create_experiment(experiment, artifact_location=artifact_location(uri, experiment))
                 except MlflowException:  # created meanwhile by another process
                     exp_id = client.get_experiment_by_name(experiment).experiment_id
             else:

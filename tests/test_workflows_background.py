@@ -85,6 +85,7 @@ def test_a_served_deployment_runs_in_its_own_root(committed_project: tuple[Path,
 
     root, env = committed_project
     before, status = workspace_snapshot(root), _run([*DVC, "status"], root, env)
+    artifacts_before = sorted((root / "mlruns").rglob("*"))
     log = tmp_path / "serve.log"
     with log.open("w") as out:
         server = subprocess.Popen([sys.executable, "-m", "flows.deploy", "--only", "nightly"], cwd=root, stdout=out,
@@ -111,3 +112,5 @@ def test_a_served_deployment_runs_in_its_own_root(committed_project: tuple[Path,
     assert _run([*DVC, "status"], root, env) == status
     assert _run(["git", "status", "--porcelain"], root, env).strip() == ""
     assert workspace_snapshot(root) == before, "a scheduled run must not touch the DVC workspace"
+    assert sorted((root / "mlruns").rglob("*")) == artifacts_before, "nor the workspace's MLflow artifacts"
+    assert any((run_root / "mlruns" / "veilbench-test-nightly").rglob("metrics.json")), "its own are in its root"

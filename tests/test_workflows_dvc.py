@@ -49,7 +49,9 @@ def test_dvc_exp_run_temp_applies_the_override_and_leaves_the_parent_alone(
     before = workspace_snapshot(root)
     assert "up to date" in _run([*DVC, "status"], root, env).lower()
 
-    out = _run([*DVC, "exp", "run", "--temp", "-n", "eps2", "-S", "sweeps.ss.grid.epsilon=[2.0]"], root, env)
+    # under its own MLflow experiment, first created by the temporary copy's stages
+    out = _run([*DVC, "exp", "run", "--temp", "-n", "eps2", "-S", "sweeps.ss.grid.epsilon=[2.0]",
+                "-S", "tracking.experiment=veilbench-eps2"], root, env)
     assert "Ran experiment(s): eps2" in out, out[-2000:]
 
     shown = json.loads(_run([*DVC, "exp", "show", "--json"], root, env))
@@ -68,9 +70,14 @@ def test_dvc_exp_run_temp_applies_the_override_and_leaves_the_parent_alone(
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(f"sqlite:///{root / 'mlflow.db'}")
-    exp_id = client.get_experiment_by_name("veilbench-test").experiment_id
+    exp_id = client.get_experiment_by_name("veilbench-eps2").experiment_id
     tagged = client.search_runs([exp_id], filter_string="tags.dvc_exp_name = 'eps2'")
-    assert "epsilon=2.0" in {r.data.tags["cell"] for r in tagged if r.data.tags.get("stage") == "evaluate"}
+    evaluated = {r.data.tags["cell"]: r for r in tagged if r.data.tags.get("stage") == "evaluate"}
+    assert "epsilon=2.0" in evaluated
+    # its artifacts outlive the copy, which DVC deleted: they are beside the parent's store
+    files = {f.path for f in client.list_artifacts(evaluated["epsilon=2.0"].info.run_id)}
+    assert "epsilon=2.0.json" in files, files
+    assert Path(evaluated["epsilon=2.0"].info.artifact_uri).is_relative_to(root / "mlruns")
 
 
 def test_sweep_summary_reduces_cell_means_and_writes_null_for_missing() -> None:

@@ -71,6 +71,15 @@ def final_metrics(method: str, result: dict) -> tuple[dict[str, float], dict[int
     return rounds[max(rounds)], rounds
 
 
+def experiment_name(run_config: Any) -> str:
+    """The run config's ``mlflow-experiment`` (default ``veilbench-flower``), a safe name
+    (:func:`veilbench.names.safe_name`: it names the experiment's artifact folder), else a
+    :class:`~veilbench.validation.UsageError` naming ``mlflow-experiment``."""
+    from veilbench.names import safe_name
+
+    return safe_name(str(run_config.get("mlflow-experiment") or "veilbench-flower"), "mlflow-experiment")
+
+
 def log_to_mlflow(context: Any, methods: list[str], results: dict) -> list[str]:
     """One MLflow run per method of this Flower run (tag ``flower=true``, ``flwr_run_id``): the run
     config as params, final ``accuracy``/``roc_auc`` and their value after each round (step = round).
@@ -79,13 +88,15 @@ def log_to_mlflow(context: Any, methods: list[str], results: dict) -> list[str]:
     from mlflow.entities import Metric, Param
     from mlflow.tracking import MlflowClient
 
-    from tasks.tracking import git_commit, tracking_uri
+    from tasks.tracking import artifact_location, git_commit, tracking_uri
 
     rc = dict(context.run_config)
-    client = MlflowClient(str(rc.get("tracking-uri") or "") or tracking_uri())
-    name = str(rc.get("mlflow-experiment") or "veilbench-flower")
+    uri = str(rc.get("tracking-uri") or "") or tracking_uri()
+    client = MlflowClient(uri)
+    name = experiment_name(rc)
     exp = client.get_experiment_by_name(name)
-    exp_id = exp.experiment_id if exp is not None else client.create_experiment(name)
+    exp_id = exp.experiment_id if exp is not None else client.create_experiment(
+        name, artifact_location=artifact_location(uri, name))
     ids = []
     for j, method in enumerate(methods):
         final, rounds = final_metrics(method, results.get(j, {}))

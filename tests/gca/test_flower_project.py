@@ -96,6 +96,29 @@ def test_final_metrics_of_each_method_and_a_run_with_no_replies() -> None:
         task.final_metrics("fedavg", {"evaluate": {}, "train": {}})
 
 
+def test_the_mlflow_experiment_name_is_checked_before_the_first_round(monkeypatch) -> None:
+    """It names the experiment's artifact folder (:func:`tasks.tracking.artifact_location`)."""
+    from types import SimpleNamespace
+
+    from veilbench.validation import UsageError
+
+    task = _task()
+    assert task.experiment_name({}) == "veilbench-flower" and task.experiment_name({"mlflow-experiment": "ab-1"}) == "ab-1"
+    for bad in ("../elsewhere", "a/b", ".hidden"):
+        with pytest.raises(UsageError, match="mlflow-experiment"):
+            task.experiment_name({"mlflow-experiment": bad})
+    pytest.importorskip("flwr")
+    sys.path.insert(0, str(APP))
+    try:
+        import veilbench_flower.server_app as server_app
+    finally:
+        sys.path.remove(str(APP))
+    monkeypatch.setattr(server_app, "_deployed_server_setup", lambda context: "set up")
+    assert server_app._server_setup(SimpleNamespace(run_config={"mlflow-experiment": "ok"})) == "set up"
+    with pytest.raises(UsageError, match="mlflow-experiment"):
+        server_app._server_setup(SimpleNamespace(run_config={"mlflow-experiment": "../x"}))
+
+
 def _fake_flwr(tmp_path: Path, body: str) -> list[str]:
     """A stand-in ``flwr`` command: a Python script whose ``sys.argv[1:]`` are flwr's arguments."""
     script = tmp_path / "flwr.py"
