@@ -77,6 +77,19 @@ def ray_lock() -> None:
         yield
 
 
+@pytest.fixture(scope="session", autouse=True)
+def checkout_artifacts_untouched() -> None:
+    """Every test logs to a store of its own, and each experiment keeps its artifacts beside its
+    store (:func:`tasks.tracking.artifact_location`): no file may appear in the checkout's
+    ``mlruns/`` (the user's artifacts) during the session. Checked when the session (each
+    pytest-xdist worker) ends; a leak is an error naming the files."""
+    artifacts, started = REPO / "mlruns", time.time()
+    yield
+    leaked = sorted(str(p.relative_to(REPO)) for p in artifacts.rglob("*")
+                    if p.is_file() and p.stat().st_mtime >= started) if artifacts.is_dir() else []
+    assert not leaked, f"tests wrote into the checkout's MLflow artifacts: {leaked[:5]} ({len(leaked)} files)"
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Order the run: the test files holding a slow test first, then the others (each file's tests

@@ -144,8 +144,11 @@ def test_summarise_mean_and_interval() -> None:
 def test_run_left_running_by_a_killed_stage_is_marked_failed(workdir: Path, mlflow_store: Path) -> None:
     from mlflow.tracking import MlflowClient
 
-    client = MlflowClient(tracking_uri=f"sqlite:///{workdir / 'mlflow.db'}")
-    exp = client.create_experiment("veilbench-test")
+    from tasks.tracking import artifact_location
+
+    uri = f"sqlite:///{workdir / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.create_experiment("veilbench-test", artifact_location=artifact_location(uri, "veilbench-test"))
     killed = client.create_run(exp, tags={"stage": "prepare", "dataset": "digits"})  # left RUNNING
     other = client.create_run(exp, tags={"stage": "prepare", "dataset": "wine"})
     prepare("digits", root=workdir)
