@@ -205,16 +205,20 @@ def artifact_location(uri: str, experiment: str) -> str | None:
     whose store is in its own root while it runs from the workspace, or a test's store would keep
     their artifacts in the wrong place. Experiment names are safe path segments
     (:class:`veilbench.config.TrackingConfig`)."""
-    prefix = "sqlite:///"
-    if not uri.startswith(prefix):
+    if not uri.startswith("sqlite:"):
         return None
-    database = uri[len(prefix):].split("?", 1)[0]
-    if database in ("", ":memory:"):
+    from sqlalchemy.engine import make_url  # MLflow's own URI parser for its SQL stores
+
+    database = make_url(uri).database
+    if not database or database == ":memory:":
         return None
     return str(Path(database).resolve().parent / "mlruns" / experiment)
 
 
-def _client_and_experiment(uri: str, experiment: str, refresh: bool = False) -> tuple[Any, str]:
+def client_and_experiment(uri: str, experiment: str, refresh: bool = False) -> tuple[Any, str]:
+    """The client of the store at ``uri`` and the id of ``experiment`` there, created (with its
+    artifacts beside the store, :func:`artifact_location`) when missing; cached per process
+    (``refresh``: look it up again)."""
     from mlflow.exceptions import MlflowException
 
     client = _client(uri)
@@ -265,7 +269,7 @@ def stage_run(
     from mlflow.exceptions import MlflowException
 
     root = root or repo_root()
-    client, exp_id = _client_and_experiment(tracking_uri(root), experiment)
+    client, exp_id = client_and_experiment(tracking_uri(root), experiment)
     all_tags = {
         "stage": stage,
         "git_rev": git_revision(root),
@@ -284,7 +288,7 @@ def stage_run(
     try:
         run = client.create_run(exp_id, run_name=name, tags=all_tags)
     except MlflowException:  # the store was replaced since the experiment id was cached: look it up again
-        client, exp_id = _client_and_experiment(tracking_uri(root), experiment, refresh=True)
+        client, exp_id = client_and_experiment(tracking_uri(root), experiment, refresh=True)
         run = client.create_run(exp_id, run_name=name, tags=all_tags)
     handle = StageRun(client, run, {k: str(v)[:500] for k, v in _flatten(params).items()})
     try:
@@ -339,7 +343,7 @@ def open_parent_run(experiment: str, stage: str, sweep: str, tags: Mapping[str, 
     """Create the parent run ``<stage>@<sweep>`` (RUNNING until :func:`close_parent_run`); returns its id."""
     root = root or repo_root()
     uri = tracking_uri(root)
-    client, exp_id = _client_and_experiment(uri, experiment)
+    client, exp_id = client_and_experiment(uri, experiment)
     name = f"{stage}@{sweep}"
     all_tags = {"stage": stage, "sweep": sweep, "run_kind": PARENT_KIND, "git_rev": git_revision(root),
                 **_commit_tag(root), "dvc_stage": _dvc_address(stage, {"sweep": sweep}),
@@ -354,7 +358,7 @@ def parent_run_id(experiment: str, stage: str, sweep: str, root: Path | None = N
     """The open parent run of ``stage`` on ``sweep``: the one this process opened, else the most
     recent RUNNING parent in the store; None when there is none (a cell run on its own)."""
     uri = tracking_uri(root or repo_root())
-    client, exp_id = _client_and_experiment(uri, experiment)
+    client, exp_id = client_and_experiment(uri, experiment)
     with _CACHE_LOCK:
         known = _PARENTS.get((uri, exp_id, stage, sweep))
     if known:
@@ -374,7 +378,7 @@ def close_parent_run(experiment: str, stage: str, sweep: str, outcomes: Mapping[
     from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
 
     uri = tracking_uri(root or repo_root())
-    client, exp_id = _client_and_experiment(uri, experiment)
+    client, exp_id = client_and_experiment(uri, experiment)
     run_id = parent_run_id(experiment, stage, sweep, root)
     if run_id is None:
         return None
@@ -394,7 +398,7 @@ def close_parent_run(experiment: str, stage: str, sweep: str, outcomes: Mapping[
 
 def computed_run_id(experiment: str, stage: str, sweep: str, cell: str, input_key: str, root: Path | None = None) -> str | None:
     """The most recent FINISHED computed (not reused) run of this cell with this input key, if any."""
-    client, exp_id = _client_and_experiment(tracking_uri(root or repo_root()), experiment)
+    client, exp_id = client_and_experiment(tracking_uri(root or repo_root()), experiment)
     found = client.search_runs(
         [exp_id], filter_string=f"tags.input_key = '{input_key}' and tags.stage = '{stage}' and tags.sweep = '{sweep}' "
                                 f"and tags.cell = '{cell}' and tags.reused = 'false' and attributes.status = 'FINISHED'",

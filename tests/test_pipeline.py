@@ -142,13 +142,9 @@ def test_summarise_mean_and_interval() -> None:
 
 
 def test_run_left_running_by_a_killed_stage_is_marked_failed(workdir: Path, mlflow_store: Path) -> None:
-    from mlflow.tracking import MlflowClient
+    from tasks.tracking import client_and_experiment
 
-    from tasks.tracking import artifact_location
-
-    uri = f"sqlite:///{workdir / 'mlflow.db'}"
-    client = MlflowClient(tracking_uri=uri)
-    exp = client.create_experiment("veilbench-test", artifact_location=artifact_location(uri, "veilbench-test"))
+    client, exp = client_and_experiment(f"sqlite:///{workdir / 'mlflow.db'}", "veilbench-test")
     killed = client.create_run(exp, tags={"stage": "prepare", "dataset": "digits"})  # left RUNNING
     other = client.create_run(exp, tags={"stage": "prepare", "dataset": "wine"})
     prepare("digits", root=workdir)

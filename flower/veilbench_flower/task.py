@@ -86,17 +86,11 @@ def log_to_mlflow(context: Any, methods: list[str], results: dict) -> list[str]:
     Store: run config ``tracking-uri``, else veilbench's (``$VEILBENCH_TRACKING_URI`` or the root's
     ``mlflow.db``). Returns the MLflow run ids."""
     from mlflow.entities import Metric, Param
-    from mlflow.tracking import MlflowClient
 
-    from tasks.tracking import artifact_location, git_commit, tracking_uri
+    from tasks.tracking import client_and_experiment, git_commit, tracking_uri
 
     rc = dict(context.run_config)
-    uri = str(rc.get("tracking-uri") or "") or tracking_uri()
-    client = MlflowClient(uri)
-    name = experiment_name(rc)
-    exp = client.get_experiment_by_name(name)
-    exp_id = exp.experiment_id if exp is not None else client.create_experiment(
-        name, artifact_location=artifact_location(uri, name))
+    client, exp_id = client_and_experiment(str(rc.get("tracking-uri") or "") or tracking_uri(), experiment_name(rc))
     ids = []
     for j, method in enumerate(methods):
         final, rounds = final_metrics(method, results.get(j, {}))
