@@ -100,6 +100,8 @@ reproduce: $(STAMP) data
 # Benchmarks write JSON to reports/bench/. Full sizes take hours on 2 cores; bench-quick takes minutes.
 bench: $(STAMP)
 	for b in benchmarks/bench_*.py; do $(BIN)/python $$b || exit 1; done
+	# the FL engines on unequal clients too (reports/bench/fl_rounds_longtail.json; Flower's rows are the IID file's)
+	$(BIN)/python benchmarks/bench_fl_rounds.py --partition longtail --no-flower
 
 # Quick runs write to reports/bench/quick/, never over the full-size results in reports/bench/.
 bench-quick: $(STAMP)

@@ -1,4 +1,4 @@
-"""Benchmark: FedAvg rounds per CPU second on the tabular AE, 20 and 50 clients.
+r"""Benchmark: FedAvg rounds per CPU second on the tabular AE, 20 and 50 clients.
 
 Engines (one FedAvg protocol, the same federation, seed and configuration):
 
@@ -26,13 +26,27 @@ no parameters: null) and ``max_abs_auc_diff_vs_sequential`` (over the per-round 
 
 Data: a synthetic "Adult-scale" one-class set (spec §12.1 SYN): 25 000 training normals from an
 8-component Gaussian mixture in 5-d pushed through a fixed random tanh MLP to 14-d plus noise,
-split IID over the clients (1 250 each for 20 clients, 500 for 50); anomalies from shifted
-components and a uniform box; standardised on the training normals. Full mode: 10 rounds of 10
-local epochs, batch 50. ``--quick``: 2 000 records, 2 rounds of 2 epochs, 20 clients only.
+split over the clients; anomalies from shifted components and a uniform box; standardised on the
+training normals. Full mode: 10 rounds of 10 local epochs, batch 50. ``--quick``: 2 000 records,
+2 rounds of 2 epochs, 20 clients only.
 
-Usage: ``python benchmarks/bench_fl_rounds.py [--quick] [--no-flower] [--rounds N --out FILE] [--out FILE]`` →
-``reports/bench/fl_rounds.json`` (quick runs belong under ``reports/bench/quick/``; ``--rounds N``
-replaces the mode's rounds for a reduced, non-citable run written only to ``--out``).
+Partitions (``--partition``):
+
+* ``iid`` (default, ``reports/bench/fl_rounds.json``): near-equal shards (1 250 records each for
+  20 clients, 500 for 50), :func:`veilbench.gca.partition.iid_partition`;
+* ``longtail`` (``reports/bench/fl_rounds_longtail.json``): the spec's non-IID scheme,
+  :func:`veilbench.gca.partition.dirichlet_longtail_partition` (α = 0.1, largest/smallest quota
+  ≈ 10). Its clients take different numbers of local steps :math:`\tau_c = E\lceil N_c/B\rceil`;
+  each row records ``client_records`` [min, max] and ``lockstep_steps_ratio`` =
+  :math:`C \max_c \tau_c / \sum_c \tau_c` (1 for equal shards): the work an engine stepping every
+  client until the last one finished would do over the sequential engine's. The vectorised engine
+  steps only the running clients (:mod:`veilbench.gca.vectorized`), so its speed-up here is the
+  check that this holds.
+
+Usage: ``python benchmarks/bench_fl_rounds.py [--quick] [--no-flower] [--partition iid|longtail]
+[--rounds N --out FILE] [--out FILE]`` → the partition's file above (quick runs belong under
+``reports/bench/quick/``; ``--rounds N`` replaces the mode's rounds for a reduced, non-citable run
+written only to ``--out``).
 """
 
 from __future__ import annotations
@@ -62,6 +76,10 @@ MODES = {
 }
 PROTOCOL = "fedavg"
 SEED = 100
+#: ``--partition`` → the default output file under ``reports/bench/``
+OUTPUTS = {"iid": "fl_rounds.json", "longtail": "fl_rounds_longtail.json"}
+#: the long-tail partition's Dirichlet concentration and largest/smallest quota (spec §1.3)
+LONGTAIL_ALPHA, LONGTAIL_RATIO = 0.1, 10.0
 
 
 def synthetic_tabular(n_normal: int, n_anom: int, seed: int, d: int = 14) -> tuple[np.ndarray, np.ndarray]:
@@ -80,10 +98,11 @@ def synthetic_tabular(n_normal: int, n_anom: int, seed: int, d: int = 14) -> tup
     return normal.astype(np.float32), np.vstack([shifted, box]).astype(np.float32)
 
 
-def build_federation(n_clients: int, per_client: int, seed: int):
-    """IID federation of ``n_clients`` × ``per_client`` training normals; balanced tail test set."""
+def build_federation(n_clients: int, per_client: int, seed: int, partition: str = "iid"):
+    """Federation of ``n_clients`` × ``per_client`` training normals split by ``partition``
+    (``iid`` or ``longtail``, module doc); balanced tail test set."""
     from veilbench.gca.models import AESpec
-    from veilbench.gca.partition import iid_partition
+    from veilbench.gca.partition import dirichlet_longtail_partition, iid_partition
     from veilbench.gca.simulator import Federation
 
     n_train = n_clients * per_client
@@ -92,10 +111,25 @@ def build_federation(n_clients: int, per_client: int, seed: int):
     train, test_normal = normal[:n_train], normal[n_train:]
     mu, sd = train.mean(0), train.std(0) + 1e-6
     train, test_normal, anom = (train - mu) / sd, (test_normal - mu) / sd, (anom - mu) / sd
-    labels = iid_partition(n_train, n_clients, seed)
+    if partition == "iid":
+        labels = iid_partition(n_train, n_clients, seed)
+    elif partition == "longtail":
+        labels = dirichlet_longtail_partition(train, n_clients, seed, alpha=LONGTAIL_ALPHA, ratio=LONGTAIL_RATIO)
+    else:
+        raise ValueError(f"partition: one of {sorted(OUTPUTS)}, got {partition!r}")
     x_test = np.vstack([test_normal, anom])
     y_test = np.r_[np.zeros(len(test_normal)), np.ones(len(anom))].astype(np.int64)
     return Federation([train[labels == c] for c in range(n_clients)], x_test, y_test, AESpec("mlp", train.shape[1]))
+
+
+def lockstep_steps_ratio(sizes, local_epochs: int, batch_size: int) -> float:
+    r""":math:`C \max_c \tau_c / \sum_c \tau_c` with :math:`\tau_c = E\lceil N_c/B\rceil` for the
+    ``C = len(sizes)`` clients: the client-steps of an engine stepping every client until the last
+    one finished over the sequential engine's (1 for equal shards)."""
+    from veilbench.gca.training import n_batches
+
+    steps = np.array([local_epochs * n_batches(int(n), batch_size) for n in sizes])
+    return float(len(steps) * steps.max() / steps.sum())
 
 
 def tree_cpu(fn, interval: float = 0.2):
@@ -192,8 +226,11 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="20 clients × 100 records, 2 rounds of 2 epochs")
     parser.add_argument("--no-flower", action="store_true", help="leave the Flower rows out")
+    parser.add_argument("--partition", choices=sorted(OUTPUTS), default="iid",
+                        help="how the records are split over the clients (module doc)")
     parser.add_argument("--rounds", type=int, help="the mode's rounds replaced (not citable; needs --out)")
-    parser.add_argument("--out", default=None, help="output JSON (default reports/bench/fl_rounds.json)")
+    parser.add_argument("--out", default=None,
+                        help="output JSON (default reports/bench/fl_rounds.json, fl_rounds_longtail.json for longtail)")
     args = parser.parse_args(argv)
     mode = "quick" if args.quick else "full"
     setting = dict(MODES[mode])
@@ -201,7 +238,7 @@ def main(argv: list[str] | None = None) -> dict:
         if args.rounds < 1 or args.out is None:
             parser.error(f"--rounds: a positive number of rounds with --out FILE (got {args.rounds}, --out {args.out})")
         setting["rounds"], mode = args.rounds, f"{mode}-{args.rounds}-rounds"
-    args.out = args.out or str(ROOT / "reports" / "bench" / "fl_rounds.json")
+    args.out = args.out or str(ROOT / "reports" / "bench" / OUTPUTS[args.partition])
 
     import torch
 
@@ -222,7 +259,8 @@ def main(argv: list[str] | None = None) -> dict:
     unit_repeats = 1  # the unit is a whole sequential round: seconds of CPU, one call per checkpoint
     rows, summary = [], []
     report = {"benchmark": "fl_rounds", "mode": mode, "rows": rows, "summary": summary,
-              "config": {"quick": args.quick, "clients": list(setting["clients"]), "records": setting["records"],
+              "config": {"quick": args.quick, "partition": args.partition,
+                         "clients": list(setting["clients"]), "records": setting["records"],
                          "rounds": setting["rounds"], "local_epochs": setting["local_epochs"], "batch_size": 50,
                          "protocol": PROTOCOL, "seed": SEED, "threads": 1,
                          "model": "tabular AE 14-256-64-16 mirrored", "flower": flower_note,
@@ -232,8 +270,11 @@ def main(argv: list[str] | None = None) -> dict:
                                    f"unit drifted more than {MAX_UNIT_DRIFT:.0%} are flagged"}}
     for n_clients in setting["clients"]:
         per_client = setting["records"] // n_clients
-        fed = build_federation(n_clients, per_client, seed=SEED)
+        fed = build_federation(n_clients, per_client, seed=SEED, partition=args.partition)
         cfg = FedConfig(rounds=setting["rounds"], local_epochs=setting["local_epochs"])
+        sizes = [x.shape[0] for x in fed.clients]
+        shape = {"partition": args.partition, "client_records": [min(sizes), max(sizes)],
+                 "lockstep_steps_ratio": lockstep_steps_ratio(sizes, cfg.local_epochs, cfg.batch_size)}
 
         def unit(fed=fed, cfg=cfg):
             return run_parameter_sharing(PROTOCOL, fed, replace(cfg, rounds=1), SEED)
@@ -247,6 +288,7 @@ def main(argv: list[str] | None = None) -> dict:
             row = _row(engine, n_clients, per_client, cfg.rounds, m["cpu_seconds"], m, results[engine],
                        results.get("sequential", results[engine]))
             row["speedup_vs_sequential"] = cpu["sequential"] / m["cpu_seconds"]
+            row.update(shape)
             rows.append(row)
             print(f"{n_clients:3d} clients {engine:>10}: {row['rounds_per_second']:.3f} rounds/CPU-s, "
                   f"{row['speedup_vs_sequential']:.2f}x sequential, drift {row['unit_drift']:.2f}, "
@@ -255,13 +297,15 @@ def main(argv: list[str] | None = None) -> dict:
         if run_flower is not None:
             row = _flower_row(run_flower, fed, cfg, unit, n_clients, per_client, results["sequential"],
                               cpu["sequential"], unit_repeats)
+            row.update(shape)
             rows.append(row)
             print(f"{n_clients:3d} clients {'flower':>10}: {row['rounds_per_second']} rounds/CPU-s, "
                   f"{row['speedup_vs_sequential']}x sequential, drift {row['unit_drift']:.2f}", flush=True)
             write_json(args.out, report)
         mine = [r for r in rows if r["clients"] == n_clients]
         by = {r["engine"]: r for r in mine}
-        summary.append({"clients": n_clients, "veilbench_speedup_vs_sequential": by["veilbench"]["speedup_vs_sequential"],
+        summary.append({"clients": n_clients, **shape,
+                        "veilbench_speedup_vs_sequential": by["veilbench"]["speedup_vs_sequential"],
                         "target_ge_3x": by["veilbench"]["speedup_vs_sequential"] >= 3.0,
                         "veilbench_max_abs_diff_vs_sequential": by["veilbench"]["max_abs_diff_vs_sequential"],
                         "citable": mode == "full" and not any(r["unit_drift_flagged"] for r in mine)})

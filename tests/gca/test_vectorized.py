@@ -147,6 +147,62 @@ def test_local_step_leaves_no_state_between_rounds():
     assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
 
 
+def test_each_step_computes_and_updates_the_running_clients_only(monkeypatch):
+    """A round's gradient passes and optimiser steps cover sum_c tau_c client-steps, as the
+    sequential step's do, not C * max_c tau_c: finished clients are out of the stacked work
+    (module doc)."""
+    import veilbench.gca.vectorized as vectorized
+
+    class CountingAdam(vectorized.StackedAdam):
+        def step(self, segments=None):
+            updated.append(sum(hi - lo for lo, hi in segments) if segments else self.param.numel())
+            super().step(segments)
+
+    monkeypatch.setattr(vectorized, "StackedAdam", CountingAdam)
+    fed = tiny_federation(UNBALANCED)
+    xs, _ = fed.tensors()
+    step = vectorized_local_step(fed.spec)
+    model = step.__closure__[0].cell_contents  # the StackedGradient the step reuses
+    rows_per_call: list[int] = []
+    updated: list[int] = []
+    for name in ("grads", "grads_into"):
+        inner = getattr(model, name)
+        setattr(model, name, lambda *args, inner=inner: (rows_per_call.append(args[1].shape[0]), inner(*args))[1])
+    g = flat_params(initial_model(fed.spec, 3))
+    _, taus = step(g, xs, CFG, batch_stream(3), False)
+    assert sorted(taus) == [4, 6, 10]
+    assert sum(rows_per_call) == taus.sum() < len(taus) * taus.max()
+    assert sum(updated) == g.size * taus.sum()
+
+
+def test_stacked_buffer_segments_are_the_first_clients_rows():
+    from veilbench.gca.models import AESpec
+
+    spec = AESpec("mlp", 6)
+    buf = StackedGradient(spec).stack(flat_params(initial_model(spec, 1)), 3)
+    for lo, hi in buf.segments(2):
+        buf.theta[lo:hi] = -1.0
+    assert (buf.rows(np.arange(2)) == -1.0).all() and not (buf.rows(np.array([2])) == -1.0).any()
+    every = buf.segments(3)  # all clients: the blocks end to end, the whole buffer
+    assert every[0][0] == 0 and every[-1][1] == buf.theta.numel()
+    assert all(hi == lo for (_, hi), (lo, _) in zip(every, every[1:]))
+
+
+def test_stacked_adam_on_segments_updates_them_as_a_full_step_and_leaves_the_rest():
+    import torch
+
+    from veilbench.gca.stacked_adam import StackedAdam
+
+    gen = torch.Generator().manual_seed(1)
+    start, g = torch.randn(500, generator=gen), torch.randn(500, generator=gen)
+    full, part = start.clone(), start.clone()
+    StackedAdam(full, g.clone(), 1e-2, chunk=64).step()
+    StackedAdam(part, g.clone(), 1e-2, chunk=64).step([(10, 200), (300, 301)])
+    inside = torch.zeros(500, dtype=torch.bool)
+    inside[10:200] = inside[300] = True
+    assert torch.equal(part[inside], full[inside]) and torch.equal(part[~inside], start[~inside])
+
+
 def test_stacked_buffer_views_share_the_flat_buffers():
     """Every view is a block of ``theta`` (``grad``): writes through either side are seen by the other."""
     import torch

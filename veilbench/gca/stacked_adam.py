@@ -39,7 +39,9 @@ CHUNK = 1 << 18
 class StackedAdam:
     """Adam + StepLR (module doc) updating ``param`` ``(n,)`` in place from ``grad`` ``(n,)``.
 
-    ``step()`` reads the current ``grad``; ``end_epoch()`` marks the end of an epoch. ``chunk``:
+    ``step(segments)`` reads the current ``grad`` and updates the flat ranges ``segments``
+    ``[(lo, hi), ...]`` (default: all of ``param``); elements outside them keep their parameter and
+    moments, the step count advances for all. ``end_epoch()`` marks the end of an epoch. ``chunk``:
     elements per chunk (positive).
     """
 
@@ -62,7 +64,7 @@ class StackedAdam:
         self.t = 0.0  # optimiser steps taken (torch keeps it as a float tensor and reads .item())
         self._sched_steps = 0
 
-    def step(self) -> None:
+    def step(self, segments: list[tuple[int, int]] | None = None) -> None:
         import torch
 
         beta1, beta2 = BETAS
@@ -70,8 +72,9 @@ class StackedAdam:
         step_size = (self.lr / (1 - beta1**self.t)) * -1
         bias_correction2_sqrt = (1 - beta2**self.t) ** 0.5
         n = self.param.numel()
-        for lo in range(0, n, self.chunk):
-            hi = min(lo + self.chunk, n)
+        chunks = [(lo, min(lo + self.chunk, end)) for start, end in (segments or [(0, n)])
+                  for lo in range(start, end, self.chunk)]
+        for lo, hi in chunks:
             p, g = self.param[lo:hi], self.grad[lo:hi]
             m, v, d = self.exp_avg[lo:hi], self.exp_avg_sq[lo:hi], self._tmp[: hi - lo]
             m.lerp_(g, 1 - beta1)

@@ -19,12 +19,19 @@ one flat buffer of :math:`C \cdot P` elements (:class:`StackedBuffer`) seen as o
   one step count, shared by the C clients. The clients therefore step in
   lockstep from the round's fresh optimiser: client c's trajectory is its first
   :math:`\tau_c = E\lceil N_c/B\rceil` steps (its E epochs back to back, the order of the
-  sequential step) and its row is copied out right after step :math:`\tau_c`; later updates of
-  that row (zero gradient) are discarded. Each kept step of client c is thus exactly its k-th step
-  of a fresh Adam, bias corrections :math:`1-\beta_{1,2}^{k}` included; no masked optimiser is
-  needed. A StepLR stepped per optimiser step fires at the same k for every client, so it is exact
-  too; one stepped per epoch is exact when every client has the same batches per epoch, or when it
-  never fires within a round (``local_epochs <= lr_step_size``); other settings are refused.
+  sequential step) and its row is copied out right after step :math:`\tau_c`. Each step of client c
+  is thus exactly its k-th step of a fresh Adam, bias corrections :math:`1-\beta_{1,2}^{k}`
+  included; no masked optimiser is needed. A StepLR stepped per optimiser step fires at the same k
+  for every client, so it is exact too; one stepped per epoch is exact when every client has the
+  same batches per epoch, or when it never fires within a round (``local_epochs <= lr_step_size``);
+  other settings are refused.
+* **Running clients only.** The rows are ordered by :math:`\tau_c`, longest first, so the clients
+  still running at step k are the first :math:`a_k = |\{c : \tau_c > k\}|` rows of every
+  parameter's view: the gradient pass and the optimiser touch only those (each parameter's first
+  :math:`a_k` rows, :meth:`StackedBuffer.segments`; Adam being elementwise, the other rows' state
+  is simply left as it is). A round thus costs :math:`\sum_c \tau_c` client-steps, as the
+  sequential step does, instead of :math:`C \max_c \tau_c` (a long-tail partition's clients
+  differ in :math:`\tau_c` several-fold).
 
 Mini-batch order is drawn from the same ``numpy`` stream, in the same order (client-major, then
 epoch), as the sequential step. On the MLP AE every operation is the one the sequential step's
@@ -232,6 +239,16 @@ class StackedBuffer:
             self.grad_views.append(self.grad[block].view(self.n_clients, *shape))
             offset += n
 
+    def segments(self, active: int) -> list[tuple[int, int]]:
+        """The flat ranges ``[(lo, hi), ...]`` of the first ``active`` clients' rows, one per parameter
+        block: ``[C·o_j, C·o_j + active·n_j)``."""
+        out, offset = [], 0
+        for view in self.views:
+            n = view[0].numel()
+            out.append((self.n_clients * offset, self.n_clients * offset + active * n))
+            offset += n
+        return out
+
     def rows(self, clients: np.ndarray) -> np.ndarray:
         """The flat ``(P,)`` parameter vectors of ``clients`` ``(k,)``, ``(k, P)`` float64."""
         import torch
@@ -243,11 +260,13 @@ class StackedBuffer:
 def _local_round(model: StackedGradient, global_vec, xs, cfg: FedConfig, rng: np.random.Generator, prox: bool):
     """All clients' ``cfg.local_epochs`` epochs from ``global_vec``; returns ``(local (C, P) float64, steps (C,))``.
 
-    Each step computes the gradient once per group of clients with the same batch size
-    (:func:`step_groups`), on exactly their rows: a padded batch would change the summation
-    order of the batched products and so the last bits, which the chaotic Adam trajectory of a
-    ReLU network amplifies. With one group (equal shards, no partial batch) the step is one call
-    on the stacked views themselves, writing into the gradient buffer.
+    The batches are drawn in the clients' order (:func:`round_batches`), then the clients are
+    stacked longest-running first, so that step k works on the first :math:`a_k` rows only
+    (module doc). Each step computes the gradient once per group of running clients with the same
+    batch size (:func:`step_groups`), on exactly their rows: a padded batch would change the
+    summation order of the batched products and so the last bits, which the chaotic Adam
+    trajectory of a ReLU network amplifies. With one group (equal shards, no partial batch) the
+    step is one call on the stacked views themselves, writing into the gradient buffer.
     """
     torch = model._torch
     n_clients = len(xs)
@@ -257,36 +276,41 @@ def _local_round(model: StackedGradient, global_vec, xs, cfg: FedConfig, rng: np
     taus = (counts > 0).sum(0).astype(np.int64)
     per_epoch = n_batches(int(sizes.max()), cfg.batch_size)
     offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-    pool, index = torch.cat(list(xs)), torch.from_numpy(rows + offsets[None, :, None])
+    order = np.argsort(-taus, kind="stable")  # stacked row r holds client order[r]
+    rows, counts = rows[:, order] + offsets[order][None, :, None], counts[:, order]
+    running = (taus[order][None, :] > np.arange(rows.shape[0])[:, None]).sum(1)  # a_k, (T,)
+    pool, index = torch.cat(list(xs)), torch.from_numpy(rows)
     # 1/|B_ck| as a float32 division, one weight per client and step: (T, C, 1)
     weights = torch.from_numpy(np.float32(1.0) / np.maximum(counts, 1).astype(np.float32))[:, :, None]
     buf = model.stack(global_vec, n_clients)
     center = buf.theta.clone() if prox and cfg.prox_mu > 0 else None
     opt = StackedAdam(buf.theta, buf.grad, cfg.lr, cfg.lr_step_size, cfg.lr_gamma, cfg.lr_step_unit)
     local = np.empty((n_clients, global_vec.shape[0]), dtype=np.float64)
-    uniform = (counts == counts[:, :1]).all(1)  # one group of all clients (every step has a running client)
     for k in range(rows.shape[0]):
-        if k % per_epoch == 0:  # the next per_epoch steps' batches in one gather, (per_epoch, C, B, d_x)
-            block = pool[index[k : k + per_epoch]]
-        xk = block[k % per_epoch]
-        if uniform[k]:
+        a = int(running[k])
+        if k % per_epoch == 0:  # the running clients' next per_epoch batches in one gather, (per_epoch, a, B, d_x)
+            block = pool[index[k : k + per_epoch, :a]]
+        xk = block[k % per_epoch, :a]
+        views, grad_views = [v[:a] for v in buf.views], [g[:a] for g in buf.grad_views]
+        if (counts[k, :a] == counts[k, 0]).all():
             s = int(counts[k, 0])
-            model.grads_into(buf.views, xk[:, :s], weights[k], buf.grad_views)
+            model.grads_into(views, xk[:, :s], weights[k, :a], grad_views)
         else:
-            buf.grad.zero_()  # finished clients: zero gradient (their rows are already copied out)
-            for idx, s in step_groups(counts[k]):
+            for idx, s in step_groups(counts[k, :a]):
                 sel = torch.from_numpy(idx)
-                sub = model.grads([v[sel] for v in buf.views], xk[sel, :s], weights[k, sel])
-                for g, g_sub in zip(buf.grad_views, sub):
+                sub = model.grads([v[sel] for v in views], xk[sel, :s], weights[k, sel])
+                for g, g_sub in zip(grad_views, sub):
                     g[sel] = g_sub
+        segments = None if a == n_clients else buf.segments(a)
         if center is not None:  # FedProx: + mu * 2 (theta_c - theta^(r)), rounded as autograd does
-            buf.grad.add_((buf.theta - center).mul_(2.0).mul_(cfg.prox_mu))
-        opt.step()
+            for lo, hi in segments or [(0, buf.theta.numel())]:
+                buf.grad[lo:hi].add_((buf.theta[lo:hi] - center[lo:hi]).mul_(2.0).mul_(cfg.prox_mu))
+        opt.step(segments)
         if (k + 1) % per_epoch == 0:
             opt.end_epoch()
-        done = np.flatnonzero(taus == k + 1)
-        if done.size:
-            local[done] = buf.rows(done)
+        if k + 1 == rows.shape[0] or running[k + 1] < a:  # stacked rows running[k+1]..a-1 took their last step
+            done = np.arange(int(running[k + 1]) if k + 1 < rows.shape[0] else 0, a)
+            local[order[done]] = buf.rows(done)
     return local, taus
 
 
