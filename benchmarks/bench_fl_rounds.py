@@ -273,7 +273,7 @@ def main(argv: list[str] | None = None) -> dict:
         fed = build_federation(n_clients, per_client, seed=SEED, partition=args.partition)
         cfg = FedConfig(rounds=setting["rounds"], local_epochs=setting["local_epochs"])
         sizes = [x.shape[0] for x in fed.clients]
-        shape = {"partition": args.partition, "client_records": [min(sizes), max(sizes)],
+        partition_fields = {"partition": args.partition, "client_records": [min(sizes), max(sizes)],
                  "lockstep_steps_ratio": lockstep_steps_ratio(sizes, cfg.local_epochs, cfg.batch_size)}
 
         def unit(fed=fed, cfg=cfg):
@@ -288,7 +288,7 @@ def main(argv: list[str] | None = None) -> dict:
             row = _row(engine, n_clients, per_client, cfg.rounds, m["cpu_seconds"], m, results[engine],
                        results.get("sequential", results[engine]))
             row["speedup_vs_sequential"] = cpu["sequential"] / m["cpu_seconds"]
-            row.update(shape)
+            row.update(partition_fields)
             rows.append(row)
             print(f"{n_clients:3d} clients {engine:>10}: {row['rounds_per_second']:.3f} rounds/CPU-s, "
                   f"{row['speedup_vs_sequential']:.2f}x sequential, drift {row['unit_drift']:.2f}, "
@@ -297,14 +297,14 @@ def main(argv: list[str] | None = None) -> dict:
         if run_flower is not None:
             row = _flower_row(run_flower, fed, cfg, unit, n_clients, per_client, results["sequential"],
                               cpu["sequential"], unit_repeats)
-            row.update(shape)
+            row.update(partition_fields)
             rows.append(row)
             print(f"{n_clients:3d} clients {'flower':>10}: {row['rounds_per_second']} rounds/CPU-s, "
                   f"{row['speedup_vs_sequential']}x sequential, drift {row['unit_drift']:.2f}", flush=True)
             write_json(args.out, report)
         mine = [r for r in rows if r["clients"] == n_clients]
         by = {r["engine"]: r for r in mine}
-        summary.append({"clients": n_clients, **shape,
+        summary.append({"clients": n_clients, **partition_fields,
                         "veilbench_speedup_vs_sequential": by["veilbench"]["speedup_vs_sequential"],
                         "target_ge_3x": by["veilbench"]["speedup_vs_sequential"] >= 3.0,
                         "veilbench_max_abs_diff_vs_sequential": by["veilbench"]["max_abs_diff_vs_sequential"],

@@ -29,3 +29,18 @@ def test_longtail_federation_splits_the_same_records_unevenly(bench):
     assert (tail.x_test == iid.x_test).all(), "the partition changes only the clients' shards"
     with pytest.raises(ValueError, match="partition"):
         bench.build_federation(20, 100, seed=3, partition="dirichlet")
+
+
+def test_the_partition_option_reaches_the_federation_and_names_the_default_file(bench, tmp_path, monkeypatch):
+    """``--partition longtail`` (a shrunk quick mode, Flower left out): unequal clients in every row,
+    written to the long-tail file, the IID file untouched."""
+    monkeypatch.setitem(bench.MODES, "quick", {"clients": (4,), "records": 400, "rounds": 1, "local_epochs": 1})
+    monkeypatch.setattr(bench, "ROOT", tmp_path)
+    report = bench.main(["--quick", "--no-flower", "--partition", "longtail"])
+    assert (tmp_path / "reports/bench/fl_rounds_longtail.json").is_file()
+    assert not (tmp_path / "reports/bench/fl_rounds.json").exists()
+    assert report["config"]["partition"] == "longtail"
+    for row in report["rows"] + report["summary"]:
+        low, high = row["client_records"]
+        assert row["partition"] == "longtail" and low < high and row["lockstep_steps_ratio"] > 1.0
+    assert all(r["max_abs_diff_vs_sequential"] <= 1e-5 for r in report["rows"])
