@@ -278,7 +278,7 @@ def _local_round(model: StackedGradient, global_vec, xs, cfg: FedConfig, rng: np
     offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
     order = np.argsort(-taus, kind="stable")  # stacked row r holds client order[r]
     rows, counts = rows[:, order] + offsets[order][None, :, None], counts[:, order]
-    running = (taus[order][None, :] > np.arange(rows.shape[0] + 1)[:, None]).sum(1)  # a_k, (T + 1,), a_T = 0
+    running = (taus[order][None, :] > np.arange(rows.shape[0])[:, None]).sum(1)  # a_k, (T,)
     pool, index = torch.cat(list(xs)), torch.from_numpy(rows)
     # 1/|B_ck| as a float32 division, one weight per client and step: (T, C, 1)
     weights = torch.from_numpy(np.float32(1.0) / np.maximum(counts, 1).astype(np.float32))[:, :, None]
@@ -308,8 +308,8 @@ def _local_round(model: StackedGradient, global_vec, xs, cfg: FedConfig, rng: np
         opt.step(segments)
         if (k + 1) % per_epoch == 0:
             opt.end_epoch()
-        if running[k + 1] < a:  # stacked rows a_{k+1}..a_k - 1 took their last step
-            done = np.arange(int(running[k + 1]), a)
+        if k + 1 == rows.shape[0] or running[k + 1] < a:  # stacked rows running[k+1]..a-1 took their last step
+            done = np.arange(int(running[k + 1]) if k + 1 < rows.shape[0] else 0, a)
             local[order[done]] = buf.rows(done)
     return local, taus
 
