@@ -41,3 +41,46 @@ def test_name_key_is_four_32_bit_words_and_int_seed_is_31_bit():
 def test_bad_input_names_the_field(seed, name, field):
     with pytest.raises(ValidationError, match=field):
         stream(seed, name)
+
+
+def _random_calls_outside_streams(source: str) -> list[str]:
+    """Every ``np.random.<f>(…)`` / ``numpy.random.<f>(…)`` call in ``source`` other than the
+    constructors :mod:`veilbench.random` is built from (Generator, PCG64, SeedSequence)."""
+    import ast
+
+    allowed = {"Generator", "PCG64", "SeedSequence"}
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            owner = node.func.value
+            if (isinstance(owner, ast.Attribute) and owner.attr == "random" and isinstance(owner.value, ast.Name)
+                    and owner.value.id in ("np", "numpy") and node.func.attr not in allowed):
+                found.append(f"line {node.lineno}: np.random.{node.func.attr}(…)")
+    return found
+
+
+def test_one_rng_convention_in_the_library():
+    # every random draw of the library comes from veilbench.random.stream (or a generator a caller derived
+    # from it): no default_rng, legacy global functions or RandomState anywhere else, docstrings included
+    from pathlib import Path
+
+    import veilbench
+
+    root = Path(veilbench.__file__).parent
+    offenders = {}
+    for path in sorted(root.rglob("*.py")):
+        if path.name == "random.py" and path.parent == root:
+            continue
+        text = path.read_text(encoding="utf-8")
+        hits = _random_calls_outside_streams(text) + [f"text: {w}" for w in ("default_rng(", "RandomState(")
+                                                        if w in text]
+        if hits:
+            offenders[str(path.relative_to(root))] = hits
+    assert not offenders, offenders
+
+
+def test_the_convention_check_catches_each_pattern():
+    assert _random_calls_outside_streams("import numpy as np\nrng = np.random.default_rng(0)\n")
+    assert _random_calls_outside_streams("import numpy as np\nx = np.random.normal(size=3)\n")
+    assert _random_calls_outside_streams("import numpy\nnumpy.random.seed(1)\n")
+    assert not _random_calls_outside_streams("import numpy as np\ng = np.random.Generator(np.random.PCG64(1))\n")

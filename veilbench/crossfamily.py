@@ -64,7 +64,8 @@ import numpy as np
 
 from veilbench.metrics.advantage import error_advantage, success_advantage
 from veilbench.metrics.linkage import linkage_rate, relative_reconstruction_error
-from veilbench.validation import ValidationError, as_rng, check_array, check_in_range, check_labels
+from veilbench.random import as_rng
+from veilbench.validation import ValidationError, check_array, check_in_range, check_labels
 
 DEFAULT_LEAK_FRACTION = 0.1
 """Fraction :math:`f` of each group's records whose (representation, record) pairs leak."""
@@ -141,7 +142,7 @@ def _leaked_mask(group: np.ndarray, index: np.ndarray, leak_fraction: float, see
     [1, n_g − 1] (all of them when n_g = 1, leaving nothing to attack); every row of a leaked
     record is leaked, so no attacked row's record is known.
     """
-    rng = as_rng(seed)
+    rng = as_rng(seed, "crossfamily.leaked-records")
     mask = np.zeros(group.shape[0], dtype=bool)
     for g in np.unique(group):
         rows = np.flatnonzero(group == g)

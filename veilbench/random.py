@@ -60,6 +60,18 @@ def stream(seed: SeedLike, name: str) -> np.random.Generator:
     return np.random.Generator(np.random.PCG64(seed_sequence(seed, name)))
 
 
+def as_rng(seed: SeedLike | np.random.Generator | None, name: str) -> np.random.Generator:
+    """``seed`` itself when it is a ``Generator``, else :func:`stream` ``(seed, name)``: library
+    functions take either a generator their caller derived or an integer seed, which names a stream.
+    ``None`` (a library function called without a seed) gives a generator on fresh OS entropy, not
+    reproducible; the pipeline's stages always pass a seed or a stream."""
+    if isinstance(seed, np.random.Generator):
+        return seed
+    if seed is None:
+        return np.random.Generator(np.random.PCG64())
+    return stream(seed, name)
+
+
 def int_seed(seed: SeedLike, name: str) -> int:
     """A 31-bit integer drawn from stream ``name``, for APIs that take an integer ``random_state``."""
     return int(seed_sequence(seed, name).generate_state(1)[0] >> 1)

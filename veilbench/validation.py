@@ -130,8 +130,3 @@ def check_epsilon_delta(epsilon: float, delta: float) -> tuple[float, float]:
     return eps, dlt
 
 
-def as_rng(seed: int | np.random.Generator | None) -> np.random.Generator:
-    """Return a ``numpy.random.Generator`` from a seed or an existing generator."""
-    if isinstance(seed, np.random.Generator):
-        return seed
-    return np.random.default_rng(seed)

@@ -43,9 +43,9 @@ def test_nystrom_converges_to_exact_nki(reps, center):
 def reference_nystrom(reps, rank, gamma, lam, center, seed, d_hat):
     """The fit as first written: full thin SVDs of every ``L_k`` and of the stacked ``V`` → (Z, [B_k])."""
     from veilbench.dc.nystrom import _inv_sqrt_psd
-    from veilbench.validation import as_rng
+    from veilbench.random import as_rng
 
-    j = np.sort(as_rng(seed).choice(reps[0].shape[0], size=rank, replace=False))
+    j = np.sort(as_rng(seed, "dc.nystrom-landmarks").choice(reps[0].shape[0], size=rank, replace=False))
     factors, blocks = [], []
     for a in reps:
         c = rbf_kernel(a, a[j], gamma)

@@ -24,6 +24,7 @@ from veilbench.privacy.audit import (
     plan_audit,
     simulated_power,
 )
+from veilbench.random import stream
 from veilbench.validation import ValidationError
 
 
@@ -179,7 +180,7 @@ def reference_audit(a, b, delta, alpha, seed):
     among all values of the selection half (ties to the smallest) at level α/4 × strictness, the other half
     evaluates it at α/4; directions ``>`` then ``<``; returns (ε̂, threshold, direction, p̲, q̄)."""
     level = alpha / 4
-    rng = np.random.default_rng(seed)
+    rng = stream(seed, "audit.selection-split")
     ia, ib = rng.permutation(a.size), rng.permutation(b.size)
     best = (0.0, math.nan, ">", 0.0, 1.0)
     for direction, sign in ((">", 1.0), ("<", -1.0)):
@@ -267,7 +268,7 @@ def test_n_thresholds_restricts_the_candidates():
     """With one quantile per sample the threshold is a median of a selection half (of D or D', per direction)."""
     rng = np.random.default_rng(3)
     a, b = rng.normal(2.0, 1.0, 200), rng.normal(0.0, 1.0, 200)
-    rng4 = np.random.default_rng(4)
+    rng4 = stream(4, "audit.selection-split")
     ia, ib = rng4.permutation(200), rng4.permutation(200)
     med = {float(np.sort(a[ia[:100]])[49]), float(np.sort(b[ib[:100]])[49]),
            float(np.sort(a[ia[:100]])[50]), float(np.sort(b[ib[:100]])[50])}
@@ -368,8 +369,8 @@ def test_audit_power_validates_each_argument():
 
 
 def reference_simulated_power(separation, epsilon, delta, n_releases, alpha, n_sim, seed):
-    """Share of ``n_sim`` audits (audit seed r, data from the generator seeded (seed, N)) with ε̂ > ε."""
-    rng = np.random.default_rng([seed, n_releases])
+    """Share of ``n_sim`` audits (audit seed r, data from stream (seed, N) "audit.simulated-power") with ε̂ > ε."""
+    rng = stream((seed, n_releases), "audit.simulated-power")
     hits = 0
     for r in range(n_sim):
         on_d, on_dprime = rng.normal(separation, 1.0, n_releases), rng.normal(0.0, 1.0, n_releases)

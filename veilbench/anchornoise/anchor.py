@@ -16,7 +16,8 @@ from typing import Literal
 
 import numpy as np
 
-from veilbench.validation import ValidationError, as_rng, check_array
+from veilbench.random import as_rng
+from veilbench.validation import ValidationError, check_array
 
 AnchorScale = Literal["sqrt_r", "unit"]
 
@@ -43,7 +44,7 @@ def make_anchor(
         raise ValidationError(
             f"r: a centered orthonormal anchor needs r ≥ d + 1 = {int(d) + 1} rows, got {r}"
         )
-    rng = as_rng(seed)
+    rng = as_rng(seed, "anchornoise.anchor")
     g = rng.standard_normal((int(r), int(d)))
     g -= g.mean(axis=0)
     q, rr = np.linalg.qr(g)

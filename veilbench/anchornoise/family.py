@@ -63,18 +63,13 @@ from veilbench.anchornoise.anchor import anchor_scale_value
 from veilbench.anchornoise.attacks import CollusionBundle, attack_name, run_attacks
 from veilbench.anchornoise.gpm import GeneralizedPowerMethod, rotation_error
 from veilbench.anchornoise.linkage import deduplicated_linkage
-from veilbench.anchornoise.mechanisms import (
-    ANALYST_STREAM,
-    PARTITION_STREAM,
-    TEST_SPLIT_STREAM,
-    GDPMechanism,
-    stream,
-)
+from veilbench.anchornoise.mechanisms import ANALYST_STREAM, PARTITION_STREAM, TEST_SPLIT_STREAM, GDPMechanism
 from veilbench.anchornoise.participants import assign_participants, reduce_dimension
 from veilbench.anchornoise.studies import data_noise_equivalence
 from veilbench.families.base import FamilyParams, StageInputs, StageOutput
 from veilbench.metrics.advantage import error_advantage, success_advantage
 from veilbench.metrics.linkage import linkage_rate, relative_reconstruction_error
+from veilbench.random import stream
 from veilbench.validation import ValidationError, check_labels
 
 RECON_PREFIX = "recon__"

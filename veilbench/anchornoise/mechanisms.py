@@ -21,7 +21,7 @@ go through the participant's own (O_i, Ψ_i); ``Y_test_noisy`` adds a fresh σ N
 protocol, the default), ``Y_test_clean`` does not (clean-test); anchor noise never touches test
 records (spec §3, §9). Randomness: the anchor and the common C-GDP transform come from streams
 shared by participants only; each participant's (O_i, Ψ_i, W_i, N_i) from its own stream, all
-derived from ``seed`` with :class:`numpy.random.SeedSequence` and independent of the analyst.
+named streams of ``seed`` (:func:`veilbench.random.stream`), independent of the analyst's.
 """
 
 from __future__ import annotations
@@ -33,20 +33,22 @@ import numpy as np
 
 from veilbench.anchornoise.anchor import AnchorScale, check_anchor, make_anchor
 from veilbench.linalg.procrustes import haar_orthogonal
+from veilbench.random import stream
 from veilbench.validation import ValidationError, check_array, check_in_range
 
 Kind = Literal["cgdp", "igdp", "aa", "random"]
 KINDS: tuple[str, ...] = ("cgdp", "igdp", "aa", "random")
 
-#: SeedSequence stream keys: [seed, key] (participant i uses PARTY_STREAM + i; TEST_SPLIT_STREAM
-#: deals the test records to participants; ANALYST_STREAM is the analyst's own randomness;
-#: PARTITION_STREAM re-deals the training records to participants when a cell asks for it).
-ANCHOR_STREAM, COMMON_STREAM, TEST_SPLIT_STREAM, ANALYST_STREAM, PARTITION_STREAM, PARTY_STREAM = 0, 1, 2, 3, 4, 1000
-
-
-def stream(seed: int, key: int) -> np.random.Generator:
-    """Independent generator number ``key`` derived from ``seed``."""
-    return np.random.default_rng(np.random.SeedSequence([int(seed), int(key)]))
+#: Stream names (:func:`veilbench.random.stream`): participant i draws from ``stream((seed, i),
+#: PARTY_STREAM)``; TEST_SPLIT_STREAM deals the test records to participants; ANALYST_STREAM is the
+#: analyst's own randomness; PARTITION_STREAM re-deals the training records to participants when a
+#: cell asks for it.
+ANCHOR_STREAM = "anchornoise.anchor"
+COMMON_STREAM = "anchornoise.common-transform"
+TEST_SPLIT_STREAM = "anchornoise.test-split"
+ANALYST_STREAM = "anchornoise.analyst"
+PARTITION_STREAM = "anchornoise.partition"
+PARTY_STREAM = "anchornoise.party"
 
 
 def sample_transform(d: int, translation_scale: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -171,7 +173,7 @@ class GDPMechanism:
         Yt_clean = np.empty_like(xt)
         B = None if a is None else np.empty((m,) + a.shape)
         for i in range(m):
-            rng = stream(seed, PARTY_STREAM + i)
+            rng = stream((seed, i), PARTY_STREAM)
             own = sample_transform(d, s_psi, rng)  # drawn for every kind: fixed stream order
             O[i], Psi[i] = common if common is not None else own
             if B is not None:

@@ -23,6 +23,7 @@ from veilbench.anchornoise.anchor import AnchorScale, anchor_scale_value, make_a
 from veilbench.anchornoise.gpm import GeneralizedPowerMethod, rotation_error
 from veilbench.anchornoise.mechanisms import GDPMechanism, gdp, sample_transform
 from veilbench.linalg.procrustes import orthogonal_procrustes
+from veilbench.random import stream
 from veilbench.validation import ValidationError, check_array, check_in_range
 
 #: The source's MNIST operating point: linkage ≈ 12.4% at 59.2% balanced accuracy (spec §8).
@@ -39,7 +40,7 @@ def synthetic_anchor_uploads(
     m: int, r: int, d: int, v: float, seed: int, scale: AnchorScale = "sqrt_r", translation_scale: float = 5.0
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Return (B (m, r, d), O (m, d, d), Ψ (m, d)) for one anchor-noise instance."""
-    rng = np.random.default_rng(seed)
+    rng = stream(seed, "anchornoise.synthetic-uploads")
     a = make_anchor(r, d, scale, rng)
     v = check_in_range(v, "v", 0.0, None)
     B, O, Psi = np.empty((m, r, d)), np.empty((m, d, d)), np.empty((m, d))

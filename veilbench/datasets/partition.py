@@ -9,12 +9,12 @@ at least one record.
 from __future__ import annotations
 
 import math
-
 from dataclasses import dataclass
 
 import numpy as np
 
 from veilbench.datasets.registry import Dataset
+from veilbench.random import stream
 from veilbench.validation import ValidationError, check_in_range
 
 
@@ -51,7 +51,7 @@ def partition_parties(
     n = int(np.asarray(y).shape[0])
     if not 1 <= n_parties <= n:
         raise ValidationError(f"n_parties: must lie in [1, {n}] (number of training records), got {n_parties}")
-    rng = np.random.default_rng(seed)
+    rng = stream(seed, "datasets.parties")
     if scheme == "iid":
         party = np.empty(n, dtype=np.int64)
         party[rng.permutation(n)] = np.arange(n) % n_parties
@@ -94,7 +94,7 @@ def prepare_dataset(
         raise ValidationError(f"y: class(es) {lonely[:8]} hold a single record; a train/test split needs at least 2 "
                               f"records per class: add records or drop those classes")
     rows = np.arange(X.shape[0])
-    rng = np.random.default_rng(seed)
+    rng = stream(seed, "datasets.split")
     if max_records is not None and max_records < X.shape[0]:
         if max_records < 4:
             raise ValidationError(f"max_records: must be ≥ 4, got {max_records}")

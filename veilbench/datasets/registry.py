@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from veilbench.io import load_npz
+from veilbench.random import stream
 from veilbench.validation import ValidationError, check_array, check_labels
 
 
@@ -80,7 +81,7 @@ def gaussian_mixture(
     """Isotropic Gaussian clusters: class c centred at ``separation · μ_c`` with μ_c ~ N(0, I_p)/√p·√p."""
     if n_samples < n_classes * 2:
         raise ValidationError(f"n_samples: need at least 2 per class ({2 * n_classes}), got {n_samples}")
-    rng = np.random.default_rng(seed)
+    rng = stream(seed, "datasets.gaussian_mixture")
     centres = rng.normal(size=(n_classes, n_features)) * separation
     y = rng.integers(0, n_classes, size=n_samples)
     y[:n_classes] = np.arange(n_classes)
@@ -94,7 +95,7 @@ def low_rank(
     """Low-rank embeddings X = (C_y + E) W with W (rank × p) random, plus small isotropic noise."""
     if rank > n_features:
         raise ValidationError(f"rank: must be ≤ n_features ({n_features}), got {rank}")
-    rng = np.random.default_rng(seed)
+    rng = stream(seed, "datasets.low_rank")
     centres = rng.normal(size=(n_classes, rank)) * 2.0
     y = rng.integers(0, n_classes, size=n_samples)
     y[:n_classes] = np.arange(n_classes)
@@ -106,7 +107,7 @@ def low_rank(
 def adult_like(n_samples: int = 48842, seed: int = 0, **_: Any) -> Dataset:
     """A generated tabular set of Adult's size (48,842 × 14: 6 numeric, 8 one-hot-coded categorical
     features reduced to integer codes), binary label from a noisy logistic model (≈24% positives)."""
-    rng = np.random.default_rng(seed)
+    rng = stream(seed, "datasets.adult_like")
     numeric = rng.normal(size=(n_samples, 6)) * np.array([13.6, 1.0, 2.6, 7400.0, 400.0, 12.4])
     numeric += np.array([38.6, 0.0, 10.1, 1079.0, 87.5, 40.4])
     cats = np.column_stack([rng.integers(0, k, size=n_samples) for k in (9, 16, 7, 15, 6, 5, 2, 42)])

@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from veilbench.dc.kernel import knn_indices
-from veilbench.validation import ValidationError, as_rng, check_array, check_labels
+from veilbench.random import as_rng
+from veilbench.validation import ValidationError, check_array, check_labels
 
 ANCHOR_KINDS = ("uniform", "minmax", "gaussian", "smote", "real")
 
@@ -55,7 +56,7 @@ def select_sources(y: np.ndarray, n_source: int, seed: int | np.random.Generator
             f"n_smote_source: must be ≥ the number of classes ({classes.size}) for class-balanced sources, "
             f"got {n_source}"
         )
-    rng = as_rng(seed)
+    rng = as_rng(seed, "dc.anchor-sources")
     picks = []
     for c, count in balanced_counts(n_source, classes).items():
         pool = np.flatnonzero(labels == c)
@@ -78,7 +79,7 @@ def smote_anchor(
     ys = check_labels(source_labels, "source_labels", n=xs.shape[0])
     if n_anchor < xs.shape[0]:
         raise ValidationError(f"n_anchor: must be ≥ the number of SMOTE sources ({xs.shape[0]}), got {n_anchor}")
-    rng = as_rng(seed)
+    rng = as_rng(seed, "dc.smote")
     classes = np.unique(ys)
     sd = xs.std(axis=0)
     rows, labels, k_used, fallback = [xs], [ys], {}, []
@@ -106,7 +107,7 @@ def random_anchor(
 ) -> AnchorSet:
     """Data-independent-shape anchors of ``kind`` in {uniform, minmax, gaussian} from statistics of ``X`` (n × d)."""
     x = check_array(X, "X", ndim=2)
-    rng = as_rng(seed)
+    rng = as_rng(seed, "dc.random-anchor")
     shape = (int(n_anchor), x.shape[1])
     if kind == "uniform":
         a = rng.uniform(x.min(), x.max(), size=shape)

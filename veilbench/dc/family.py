@@ -85,6 +85,7 @@ from veilbench.dc.parties import allocate_parties
 from veilbench.families.base import FamilyParams, StageInputs, StageOutput
 from veilbench.metrics.advantage import error_advantage, success_advantage
 from veilbench.metrics.linkage import linkage_rate
+from veilbench.random import stream
 from veilbench.validation import ValidationError
 
 #: Reference "methods" of the paper's roster (spec §2.9): no integration, raw records.
@@ -214,7 +215,7 @@ def release(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
     """Party side: anchor, parties, per-party ``f_k``, and the released IRs (see module docstring)."""
     x_train, x_test = _features(inputs, params)
     y = np.asarray(inputs["prepare"]["y_train"]).astype(np.int64)
-    rng = np.random.default_rng(seed)
+    rng = stream(seed, "dc.release")
     keep = np.ones(y.size, bool)
     source_index = np.zeros(0, np.int64)
     if params.anchor in ("smote", "real"):
@@ -333,7 +334,7 @@ def _leaked_rows(labels: np.ndarray, params: Params, n_classes: int, seed: int) 
     if np.all(labels >= 0):
         return np.flatnonzero(np.isin(labels, params.leaked_labels))
     n_leak = int(np.ceil(labels.size * len(set(params.leaked_labels)) / n_classes))
-    return np.sort(np.random.default_rng(seed).choice(labels.size, size=min(n_leak, labels.size), replace=False))
+    return np.sort(stream(seed, "dc.leaked-rows").choice(labels.size, size=min(n_leak, labels.size), replace=False))
 
 
 def _targets(rel: dict, params: Params) -> np.ndarray:
@@ -413,7 +414,7 @@ def _privacy_metrics(
     rows, target = rel["record_index"], att["target_index"]
     outside = np.setdiff1d(np.arange(y_train.size), rows[rel["party"] == params.target_party])
     if outside.size > params.evaluator_records:
-        outside = np.random.default_rng(seed).choice(outside, size=params.evaluator_records, replace=False)
+        outside = stream(seed, "dc.evaluator-records").choice(outside, size=params.evaluator_records, replace=False)
     evaluator = make_classifier("rf", seed, params.n_estimators).fit(x_train[outside], y_train[outside])
     per_attack, metrics = {}, {}
     for name, rec in zip(attack_names(params), att["reconstructions"], strict=True):

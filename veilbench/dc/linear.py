@@ -15,7 +15,8 @@ party's rows by ``g_k(x) = x G(k)`` (rows are samples).
 
 Example (parties differing by an invertible map integrate to the same features up to rotation)::
 
-    >>> rng = np.random.default_rng(0); a = rng.normal(size=(50, 3)); m = rng.normal(size=(3, 3))
+    >>> from veilbench.random import stream
+    >>> rng = stream(0, "example"); a = rng.normal(size=(50, 3)); m = rng.normal(size=(3, 3))
     >>> lki = LKI().fit([a, a @ m])
     >>> bool(np.allclose(lki.transform(a, 0), lki.transform(a @ m, 1)))
     True

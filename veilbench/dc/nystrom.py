@@ -30,7 +30,8 @@ import numpy as np
 
 from veilbench.dc._base import BaseIntegrator, check_anchor_reps
 from veilbench.dc.kernel import median_gamma, rbf_kernel
-from veilbench.validation import ValidationError, as_rng, check_in_range
+from veilbench.random import as_rng
+from veilbench.validation import ValidationError, check_in_range
 
 
 def _inv_sqrt_psd(w: np.ndarray, rcond: float) -> np.ndarray:
@@ -99,7 +100,7 @@ class NystromNKI(BaseIntegrator):
         check_in_range(self.lam, "lam", 0.0, None, low_inclusive=False)
         if self.gamma != "median":
             check_in_range(self.gamma, "gamma", 0.0, None, low_inclusive=False)
-        self.landmarks_ = np.sort(as_rng(self.seed).choice(n_a, size=int(self.rank), replace=False))
+        self.landmarks_ = np.sort(as_rng(self.seed, "dc.nystrom-landmarks").choice(n_a, size=int(self.rank), replace=False))
         self.gammas_ = [median_gamma(a) if self.gamma == "median" else float(self.gamma) for a in reps]
         factors = []
         for a, g in zip(reps, self.gammas_, strict=True):

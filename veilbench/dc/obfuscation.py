@@ -33,7 +33,8 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from veilbench.embed.encoders import MedianRBFKernelPCA, RandomOrthogonalProjection
-from veilbench.validation import ValidationError, as_rng
+from veilbench.random import as_rng
+from veilbench.validation import ValidationError
 
 OBFUSCATIONS = ("pca", "kpca", "umap", "orthogonal", "random")
 UMAP_METRICS = ("correlation", "cosine", "euclidean")
@@ -52,7 +53,7 @@ class RandomRepresentation(TransformerMixin, BaseEstimator):
         self.random_state = random_state
 
     def fit(self, X: np.ndarray, y: Any = None) -> RandomRepresentation:
-        self.rng_ = as_rng(self.random_state)
+        self.rng_ = as_rng(self.random_state, "dc.random-representation")
         return self
 
     def transform(self, X: np.ndarray) -> np.ndarray:
@@ -66,7 +67,7 @@ def party_seed(seed: int, party: int) -> int:
 
 def draw_umap_settings(seed: int) -> dict[str, Any]:
     """One party's UMAP settings (spec §1.3): metric, n_neighbors ∈ {2..7}, min_dist ∈ [0, 0.8)."""
-    rng = as_rng(seed)
+    rng = as_rng(seed, "dc.umap-settings")
     return {
         "metric": str(rng.choice(UMAP_METRICS)),
         "n_neighbors": int(rng.integers(2, 8)),

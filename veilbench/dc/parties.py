@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from veilbench.validation import ValidationError, as_rng
+from veilbench.random import as_rng
+from veilbench.validation import ValidationError
 
 
 def allocate_parties(
@@ -33,7 +34,7 @@ def allocate_parties(
     party id of every training record (ids ``0 … K−1``).
     """
     cand = np.asarray(candidates, dtype=np.int64)
-    rng = as_rng(seed)
+    rng = as_rng(seed, "dc.parties")
     if n_parties is None:
         party = np.asarray(party_train).astype(np.int64)
         ids = np.unique(party)

@@ -26,6 +26,7 @@ from sklearn.preprocessing import FunctionTransformer, StandardScaler
 
 from veilbench.linalg.distances import sq_distances
 from veilbench.linalg.procrustes import haar_orthogonal
+from veilbench.random import stream
 from veilbench.validation import ValidationError
 
 
@@ -56,7 +57,7 @@ class MedianRBFKernelPCA(TransformerMixin, BaseEstimator):
         self.max_median_rows = max_median_rows
 
     def fit(self, X: np.ndarray, y: Any = None) -> MedianRBFKernelPCA:
-        rng = np.random.default_rng(self.random_state)
+        rng = stream(0 if self.random_state is None else self.random_state, "embed.kpca-median-rows")
         sub = X[rng.choice(X.shape[0], size=min(X.shape[0], self.max_median_rows), replace=False)]
         sq = sq_distances(sub, sub)
         med = float(np.median(sq[np.triu_indices_from(sq, 1)])) if sub.shape[0] > 1 else 1.0

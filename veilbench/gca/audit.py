@@ -24,6 +24,7 @@ import numpy as np
 from veilbench.gca.accountant import dp_fedavg_epsilon
 from veilbench.gca.aggregation import dp_fedavg
 from veilbench.privacy.audit import AuditPlan, AuditResult, epsilon_lower_bound, plan_audit
+from veilbench.random import stream
 from veilbench.validation import check_in_range
 
 
@@ -68,7 +69,7 @@ def audit_dp_fedavg_round(
     claimed = dp_fedavg_epsilon(noise_multiplier, 1, delta)
     plan = plan_audit(1.0 / noise_multiplier, claimed, delta, alpha, n_runs)
     n_runs = plan.n_releases
-    rng = np.random.default_rng(seed)
+    rng = stream(seed, "gca.audit-round")
     theta = np.zeros(1)
     canary = np.zeros((c, 1))
     canary[0, 0] = clip

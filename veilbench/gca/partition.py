@@ -1,6 +1,6 @@
 r"""Client partitions of the normal training records (spec §1.2–§1.3).
 
-* :func:`iid_partition`: ``np.random.default_rng(seed).permutation(N)`` split by
+* :func:`iid_partition`: a permutation from stream ``"gca.partition-iid"`` of the seed, split by
   ``np.array_split`` into C shards whose sizes differ by at most one.
 * :func:`dirichlet_longtail_partition`: the spec's reconstruction [A] of the paper's non-IID
   scheme: MiniBatchKMeans groups (G = min(20, C)) of descriptors, long-tail client quotas
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from veilbench.random import stream
 from veilbench.validation import ValidationError, check_array, check_in_range
 
 
@@ -26,7 +27,7 @@ def iid_partition(n: int, n_clients: int, seed: int) -> np.ndarray:
     """Client label of each of ``n`` records, near-equal random shards."""
     _check_counts(n, n_clients)
     labels = np.empty(n, dtype=np.int64)
-    for c, shard in enumerate(np.array_split(np.random.default_rng(seed).permutation(n), n_clients)):
+    for c, shard in enumerate(np.array_split(stream(seed, "gca.partition-iid").permutation(n), n_clients)):
         labels[shard] = c
     return labels
 
@@ -52,7 +53,7 @@ def dirichlet_longtail_partition(
     _check_counts(n, n_clients)
     alpha = check_in_range(alpha, "alpha", 0.0, None, low_inclusive=False)
     ratio = check_in_range(ratio, "ratio", 1.0, None)
-    rng = np.random.default_rng(seed)
+    rng = stream(seed, "gca.partition-longtail")
     n_groups = min(20, n_clients, n)
     groups = MiniBatchKMeans(
         n_groups, n_init=10, max_iter=200, batch_size=min(2048, n), random_state=seed

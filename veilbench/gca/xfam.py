@@ -30,8 +30,9 @@ import numpy as np
 from veilbench.gca.data import FederatedData
 from veilbench.gca.federation import RunResult
 from veilbench.gca.training import encode
+from veilbench.random import stream
 
-UTILITY_STREAM = 0x5FA3
+UTILITY_STREAM = "gca.xfam-utility"
 
 
 def attack_arrays(data: FederatedData, result: RunResult) -> dict[str, np.ndarray]:
@@ -71,7 +72,7 @@ def _encode_rows(models: list, x: np.ndarray, owner: np.ndarray) -> np.ndarray:
 def utility_arrays(data: FederatedData, result: RunResult, seed: int) -> dict[str, np.ndarray]:
     """``xfam_utility_{rep,y}_{train,test}``: final-encoder codes of all records with class labels."""
     models = result.final_models
-    rng = np.random.default_rng([seed, UTILITY_STREAM])
+    rng = stream(seed, UTILITY_STREAM)
     n, m = data.train_features.shape[0], data.test_features.shape[0]
     owner_train = rng.integers(0, len(models), n)
     owner_test = rng.integers(0, len(models), m)

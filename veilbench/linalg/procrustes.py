@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from veilbench.validation import ValidationError, as_rng, check_array
+from veilbench.random import as_rng
+from veilbench.validation import ValidationError, check_array
 
 
 def polar_factor(m: np.ndarray) -> np.ndarray:
@@ -46,7 +47,8 @@ def orthogonal_procrustes(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
     Examples
     --------
-    >>> rng = np.random.default_rng(0)
+    >>> from veilbench.random import stream
+    >>> rng = stream(0, "example")
     >>> q = haar_orthogonal(3, rng); a = rng.normal(size=(10, 3))
     >>> bool(np.allclose(orthogonal_procrustes(a, a @ q), q))
     True
@@ -62,7 +64,7 @@ def haar_orthogonal(d: int, seed: int | np.random.Generator | None = None) -> np
     """A d × d orthogonal matrix drawn from the Haar measure on O(d)."""
     if int(d) < 1:
         raise ValidationError(f"d: must be ≥ 1, got {d}")
-    rng = as_rng(seed)
+    rng = as_rng(seed, "linalg.haar-orthogonal")
     z = rng.standard_normal((int(d), int(d)))
     q, r = np.linalg.qr(z)
     return q * np.sign(np.diag(r))

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from veilbench.validation import ValidationError, as_rng, check_array, check_labels
+from veilbench.random import as_rng
+from veilbench.validation import ValidationError, check_array, check_labels
 
 
 def rank_items(
@@ -42,7 +43,7 @@ def rank_items(
     """
     s = check_array(scores, "scores", ndim=2)
     if tiebreak == "random":
-        key = as_rng(seed).random(s.shape)
+        key = as_rng(seed, "retrieval.tiebreak").random(s.shape)
     elif tiebreak == "index":
         key = np.broadcast_to(np.arange(s.shape[1], dtype=float), s.shape)
     else:

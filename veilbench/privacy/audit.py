@@ -37,6 +37,7 @@ from functools import lru_cache
 import numpy as np
 from scipy.stats import beta, binom, norm
 
+from veilbench.random import stream
 from veilbench.validation import ValidationError, check_array, check_in_range
 
 POWER_TARGET = 0.95
@@ -177,7 +178,7 @@ def simulated_power(separation: float, epsilon: float, delta: float, n_releases:
     s = check_in_range(separation, "separation", 0.0, None)
     n = int(check_in_range(n_releases, "n_releases", 20, None))
     check_in_range(n_sim, "n_sim", 1, None)
-    rng = np.random.default_rng([seed, n])
+    rng = stream((seed, n), "audit.simulated-power")
     hits = 0
     for r in range(int(n_sim)):
         on_d, on_dprime = rng.normal(s, 1.0, n), rng.normal(0.0, 1.0, n)
@@ -306,7 +307,7 @@ def epsilon_lower_bound(
     if n_thresholds is not None and n_thresholds < 1:
         raise ValidationError(f"n_thresholds: must be ≥ 1 (or None for every sample value), got {n_thresholds}")
     level = alpha / 4.0
-    rng = np.random.default_rng(seed)
+    rng = stream(seed, "audit.selection-split")
     ia, ib = rng.permutation(a.size), rng.permutation(b.size)
     a_sel, a_ev = np.sort(a[ia[: a.size // 2]]), a[ia[a.size // 2 :]]
     b_sel, b_ev = np.sort(b[ib[: b.size // 2]]), b[ib[b.size // 2 :]]

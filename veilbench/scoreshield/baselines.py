@@ -12,8 +12,9 @@ from __future__ import annotations
 import numpy as np
 
 from veilbench.privacy.calibration import calibrate_sigma
+from veilbench.random import as_rng
 from veilbench.scoreshield.projectors import sym
-from veilbench.validation import as_rng, check_epsilon_delta, check_unit_rows
+from veilbench.validation import check_epsilon_delta, check_unit_rows
 
 EMBEDDING_SENSITIVITY = 2.0
 
@@ -31,7 +32,7 @@ def embedding_noise_gram(
 ) -> np.ndarray:
     """Cosine Gram (n × n) of the noised, row-renormalised unit embeddings X (n × d)."""
     arr = check_unit_rows(x, "x")
-    noisy = arr + sigma * as_rng(seed).standard_normal(arr.shape)
+    noisy = arr + sigma * as_rng(seed, "scoreshield.embedding-noise").standard_normal(arr.shape)
     noisy /= np.maximum(np.linalg.norm(noisy, axis=1, keepdims=True), 1e-300)
     g = np.clip(sym(noisy @ noisy.T), -1.0, 1.0)
     np.fill_diagonal(g, 1.0)

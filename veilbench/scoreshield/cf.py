@@ -23,7 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from veilbench.validation import ValidationError, as_rng, check_array
+from veilbench.random import as_rng
+from veilbench.validation import ValidationError, check_array
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,7 @@ def split_ratings(
     _, u = np.unique(users, return_inverse=True)
     _, i = np.unique(items, return_inverse=True)
     triples = np.column_stack([u, i, check_array(ratings, "ratings", ndim=1)]).astype(float)
-    is_test = as_rng(seed).random(triples.shape[0]) < test_fraction
+    is_test = as_rng(seed, "scoreshield.cf-split").random(triples.shape[0]) < test_fraction
     return Ratings(int(u.max()) + 1, int(i.max()) + 1, triples[~is_test], triples[is_test], rating_range)
 
 
@@ -73,7 +74,7 @@ def synthetic_ratings(
     n_users: int = 150, n_items: int = 60, rank: int = 3, density: float = 0.3, seed: int = 0
 ) -> Ratings:
     """Low-rank ratings r = clip(round(3 + U Vᵀ), 1, 5) observed with probability ``density``."""
-    rng = as_rng(seed)
+    rng = as_rng(seed, "scoreshield.cf-synthetic")
     scores = 3.0 + rng.standard_normal((n_users, rank)) @ rng.standard_normal((rank, n_items)) / np.sqrt(rank) * 1.2
     u, i = np.nonzero(rng.random((n_users, n_items)) < density)
     return split_ratings(u, i, np.clip(np.round(scores[u, i]), 1, 5), 0.2, seed, (1.0, 5.0))

@@ -26,10 +26,11 @@ import numpy as np
 
 from veilbench.privacy.audit import AuditPlan, AuditResult, epsilon_lower_bound
 from veilbench.privacy.calibration import calibrate_sigma
+from veilbench.random import as_rng
 from veilbench.scoreshield.newton import nearest_correlation_newton
 from veilbench.scoreshield.projectors import Projection, aap, check_gram, clip_only, dykstra, eigclip_rescale, sym
 from veilbench.scoreshield.sensitivity import gram_record_sensitivity, worst_case_gram_pair
-from veilbench.validation import ValidationError, as_rng, check_epsilon_delta, check_in_range, check_unit_rows
+from veilbench.validation import ValidationError, check_epsilon_delta, check_in_range, check_unit_rows
 
 PROJECTORS: dict[str, Callable[..., Projection]] = {
     "aap": aap,
@@ -67,7 +68,7 @@ def symmetric_gaussian(
 ) -> np.ndarray:
     """sym(Z) with Z (``size`` × n × n) i.i.d. N(0, σ²): diagonal variance σ², off-diagonal σ²/2."""
     sig = check_in_range(sigma, "sigma", 0.0, None)
-    z = sig * as_rng(seed).standard_normal((*size, n, n))
+    z = sig * as_rng(seed, "scoreshield.gram-noise").standard_normal((*size, n, n))
     return (z + np.swapaxes(z, -1, -2)) / 2.0
 
 
@@ -164,7 +165,7 @@ def audit_gram_release(
     g, gp = cosine_gram(x), cosine_gram(xp)
     direction = (g - gp) / np.linalg.norm(g - gp)
     sigma = mechanism.sigma_for(n)
-    rng = as_rng(seed)
+    rng = as_rng(seed, "scoreshield.gram-audit")
     stats = [
         np.sum(clean * direction) + np.einsum("kij,ij->k", symmetric_gaussian(n, sigma, rng, (n_releases,)), direction)
         for clean in (g, gp)

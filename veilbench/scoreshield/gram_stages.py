@@ -26,6 +26,7 @@ from veilbench.metrics.retrieval import rank_items, thresholded_topk
 from veilbench.metrics.verification import pair_scores
 from veilbench.privacy.audit import AuditResult, plan_audit
 from veilbench.privacy.calibration import calibrate_sigma
+from veilbench.random import stream
 from veilbench.scoreshield.baselines import embedding_noise_gram, embedding_noise_sigma, identity_gram
 from veilbench.scoreshield.cf import Ratings, cf_metrics, item_embeddings, load_movielens
 from veilbench.scoreshield.gram import (
@@ -36,7 +37,7 @@ from veilbench.scoreshield.gram import (
     spectral_embedding,
     symmetric_gaussian,
 )
-from veilbench.scoreshield.params import DATA_FREE_MECHANISMS, Params, stream, unit_rows
+from veilbench.scoreshield.params import DATA_FREE_MECHANISMS, Params, unit_rows
 from veilbench.scoreshield.projectors import feasibility
 from veilbench.scoreshield.risk import noisy_expected_frobenius_sq, predicted_frobenius_sq
 from veilbench.scoreshield.tasks import (
@@ -70,7 +71,7 @@ def records(inputs: StageInputs, params: Params, seed: int) -> tuple[np.ndarray,
     ``movielens``: the items' rating split (``ratings_train``, ``ratings_test``, ``rating_range``).
     ``text``: the first ``n_records`` corpus sentences (``sentence_index``).
     """
-    rng = stream(seed, "subsample")
+    rng = stream(seed, "scoreshield.subsample")
     if params.gram_source == "text":
         sentences, labels = paraphrase_corpus()
         n = min(params.n_records, len(sentences))
@@ -136,7 +137,7 @@ def release(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
     """Arrays ``gram`` (n, n) released, ``labels`` (n,) and the record identifiers; σ, residuals, solver stats."""
     x, y, ids = records(inputs, params, seed)
     n = x.shape[0]
-    rng = stream(seed, "release")
+    rng = stream(seed, "scoreshield.release")
     info: dict = {"regime": "gram", "source": params.gram_source, "mechanism": params.mechanism,
                   "calibrator": params.calibrator, "n_records": n}
     sigma = 0.0
@@ -183,7 +184,7 @@ def integrate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
     g = check_array(rel["gram"], "release.gram", ndim=2)
     y = check_labels(rel["labels"], "release.labels", n=g.shape[0])
     k = min(params.top_k, g.shape[0] - 1)
-    rng = stream(seed, "integrate")
+    rng = stream(seed, "scoreshield.integrate")
     ranking = rank_items(g, rng, tiebreak=params.tiebreak, exclude_self=True)
     topk = thresholded_topk(g, ranking, k, params.retrieval_threshold)
     n_clusters = params.n_clusters or int(np.unique(y).size)
@@ -202,7 +203,7 @@ def crossfamily_arrays(gram: np.ndarray, x: np.ndarray, labels: np.ndarray, seed
     """
     n = gram.shape[0]
     emb = spectral_embedding(gram, x.shape[1])
-    order = stream(seed, "xfam").permutation(n)
+    order = stream(seed, "scoreshield.xfam").permutation(n)
     n_train = int(round(XFAM_TRAIN_FRACTION * n))
     tr, te = np.sort(order[:n_train]), np.sort(order[n_train:])
     y = np.asarray(labels, dtype=np.int64)
@@ -232,7 +233,7 @@ def _noisy_gram_audit(epsilon: float, delta: float, adjacency: str, sensitivity:
 
 def attack(inputs: StageInputs, params: Params, seed: int) -> tuple[float, dict]:
     """(ε lower bound, info): worst-case neighbours of the noisy Gram (projections are post-processing)."""
-    audit_seed = int(stream(seed, "attack").integers(2**31))
+    audit_seed = int(stream(seed, "scoreshield.attack").integers(2**31))
     if params.mechanism in DATA_FREE_MECHANISMS:
         return 0.0, {"audited": f"none: the {params.mechanism} output does not depend on the data"}
     if params.mechanism in ("clean", "embedding_noise"):

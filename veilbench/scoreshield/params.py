@@ -25,9 +25,6 @@ GRAM_PROJECTORS = ("none", "aap", "dykstra", "newton", "clip", "eigclip")
 #: projection applied with the data replaced by the all-zero scores / I_n).
 DATA_FREE_MECHANISMS = ("identity", "identity_noise")
 
-# Stage-specific random streams derived from the cell seed (stages never share random numbers;
-# the subsample and the noise do not depend on the mechanism, so cells are paired by seed).
-_STREAM = {"release": 1, "integrate": 2, "attack": 3, "subsample": 4, "xfam": 5}
 
 
 class Params(FamilyParams):
@@ -122,7 +119,11 @@ class Params(FamilyParams):
 
     def _check_classical_validity(self) -> None:
         """Refuse the classical σ where its exact δ exceeds ``delta`` (σ/Δ depends on ε, δ only)."""
-        from veilbench.privacy.calibration import achieved_delta, classical_noise_multiplier, classical_validity_limit
+        from veilbench.privacy.calibration import (
+            achieved_delta,
+            classical_noise_multiplier,
+            classical_validity_limit,
+        )
 
         got = achieved_delta(classical_noise_multiplier(self.epsilon, self.delta), 1.0, self.epsilon)
         if got > self.delta and not self.allow_invalid_calibration:
@@ -138,11 +139,6 @@ class Params(FamilyParams):
         if self.mechanism in DATA_FREE_MECHANISMS:
             return 0.0
         return EPSILON_CAP if self.mechanism == "clean" else self.epsilon
-
-
-def stream(seed: int, stage: str) -> np.random.Generator:
-    """The random generator of ``stage`` for the cell seed ``seed``."""
-    return np.random.default_rng([seed, _STREAM[stage]])
 
 
 def unit_rows(z: np.ndarray, name: str) -> np.ndarray:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from veilbench.random import stream
 from veilbench.scoreshield.gram import PROJECTORS, GaussianGramMechanism, cosine_gram
 from veilbench.validation import ValidationError
 
@@ -103,7 +104,7 @@ def risk_scaling(
     for n in ns:
         errs = np.zeros((n_seeds, 2))
         for k in range(n_seeds):
-            rng = np.random.default_rng([seed, n, k])
+            rng = stream((seed, n, k), "scoreshield.risk-monte-carlo")
             x = clustered_unit_rows(n, rank, rng)
             g = cosine_gram(x)
             g_noisy = mechanism.release(x, rng).noisy

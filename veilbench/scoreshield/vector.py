@@ -21,7 +21,8 @@ import numpy as np
 
 from veilbench.privacy.audit import AuditPlan, AuditResult, epsilon_lower_bound
 from veilbench.privacy.calibration import calibrate_sigma
-from veilbench.validation import ValidationError, as_rng, check_array, check_epsilon_delta, check_in_range
+from veilbench.random import as_rng
+from veilbench.validation import ValidationError, check_array, check_epsilon_delta, check_in_range
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,7 @@ def perturb_scores(
     if s.size and (s.min() < -1.0 - 1e-9 or s.max() > 1.0 + 1e-9):
         raise ValidationError(f"scores: cosine scores must lie in [-1, 1], got [{s.min():.3g}, {s.max():.3g}]")
     sig = check_in_range(sigma, "sigma", 0.0, None)
-    noisy = s + sig * as_rng(seed).standard_normal(s.shape)
+    noisy = s + sig * as_rng(seed, "scoreshield.vector-noise").standard_normal(s.shape)
     if not clip:
         return VectorRelease(noisy, sig, 0.0)
     out = np.clip(noisy, -1.0, 1.0)
@@ -118,7 +119,7 @@ def audit_score_release(
     """
     if n_releases < 40:
         raise ValidationError(f"n_releases: need at least 40 releases, got {n_releases}")
-    rng = as_rng(seed)
+    rng = as_rng(seed, "scoreshield.vector-audit")
     on_d = np.asarray(release(np.ones(n_releases), rng), dtype=float)
     on_dprime = np.asarray(release(-np.ones(n_releases), rng), dtype=float)
     return epsilon_lower_bound(on_d, on_dprime, delta=delta, alpha=alpha, n_thresholds=n_thresholds, seed=seed,

@@ -15,7 +15,8 @@ from veilbench.families.base import StageInputs, StageOutput
 from veilbench.metrics.retrieval import rank_items, thresholded_topk
 from veilbench.metrics.verification import pair_scores
 from veilbench.privacy.audit import plan_audit
-from veilbench.scoreshield.params import DATA_FREE_MECHANISMS, EPSILON_CAP, Params, stream, unit_rows
+from veilbench.random import stream
+from veilbench.scoreshield.params import DATA_FREE_MECHANISMS, EPSILON_CAP, Params, unit_rows
 from veilbench.scoreshield.sensitivity import vector_sensitivity
 from veilbench.scoreshield.tasks import audit_info, privacy_from_attack, retrieval_metrics, verification_metrics
 from veilbench.scoreshield.vector import GaussianScoreMechanism, audit_score_release, perturb_scores
@@ -51,7 +52,7 @@ def identity_noise_scores(params: Params, shape: tuple[int, int], seed: int) -> 
     clip(0 + σg, −1, 1): the cell's mechanism and random stream applied to all-zero scores of
     ``shape``, so it draws the same g as the Gaussian cell of the same seed and never reads the data.
     """
-    rel = mechanism(params, shape[0]).release(np.zeros(shape), stream(seed, "release"))
+    rel = mechanism(params, shape[0]).release(np.zeros(shape), stream(seed, "scoreshield.release"))
     return rel.scores, rel.sigma, rel.clipped_fraction
 
 
@@ -68,7 +69,7 @@ def release(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
         out, sigma, clipped = identity_noise_scores(params, s.shape, seed)
     else:
         mech = mechanism(params, s.shape[0])
-        rel = mech.release(s, stream(seed, "release"))
+        rel = mech.release(s, stream(seed, "scoreshield.release"))
         out, sigma, clipped = rel.scores, rel.sigma, rel.clipped_fraction
         info.update(sensitivity=mech.sensitivity, joint_queries=params.joint_queries,
                     below_margin_fraction=float(np.mean(s < mech.score_floor)))
@@ -86,7 +87,7 @@ def integrate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
     """Arrays ``ranking`` (q, n) and (thresholded, −1-padded) ``topk`` (q, k); seeded random (default) or index tie-break."""
     scores = check_array(inputs["release"]["scores"], "release.scores", ndim=2)
     k = min(params.top_k, scores.shape[1])
-    ranking = rank_items(scores, stream(seed, "integrate"), tiebreak=params.tiebreak)
+    ranking = rank_items(scores, stream(seed, "scoreshield.integrate"), tiebreak=params.tiebreak)
     topk = thresholded_topk(scores, ranking, k, params.retrieval_threshold)
     boundary_tie = 0.0
     if k < scores.shape[1]:
@@ -120,7 +121,7 @@ def attack(inputs: StageInputs, params: Params, seed: int) -> tuple[float, dict]
             return perturb_scores(base, mech.sigma, rng, clip=False).scores
 
     plan = plan_audit(separation, params.claimed_epsilon(), params.delta, params.audit_alpha, params.audit_releases)
-    res = audit_score_release(fn, params.delta, plan.n_releases, int(stream(seed, "attack").integers(2**31)),
+    res = audit_score_release(fn, params.delta, plan.n_releases, int(stream(seed, "scoreshield.attack").integers(2**31)),
                               params.audit_alpha, plan=plan)
     return res.epsilon_lower_bound, {"audited": "noisy score before clipping, differing coordinate +1 vs -1",
                                      **audit_info(res)}

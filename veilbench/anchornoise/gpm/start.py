@@ -37,7 +37,8 @@ from veilbench.linalg.procrustes import (
     orthogonal_procrustes,
     polar_factor,
 )
-from veilbench.validation import ValidationError, as_rng
+from veilbench.random import as_rng
+from veilbench.validation import ValidationError
 
 #: Order md above which :func:`spectral_init` and the certificate use Lanczos instead of a dense
 #: eigensolver [assume]: a cost crossover (``reports/bench/gpm.md``); both compute the same quantities.
@@ -103,5 +104,5 @@ def two_party_optimum(Bbar: np.ndarray) -> np.ndarray:
 
 def random_init(m: int, d: int, seed: int | np.random.Generator | None) -> np.ndarray:
     """R_i⁰ Haar-random on O(d), independently (ablation of §4.3)."""
-    rng = as_rng(seed)
+    rng = as_rng(seed, "anchornoise.gpm-random-init")
     return np.stack([haar_orthogonal(d, rng) for _ in range(m)])
