@@ -5,6 +5,7 @@
 ``data/<stage>/<sweep>/<cell>/``     release, integrate, attack
 ``reports/sweeps/<sweep>/``          evaluate (cells/<cell>.json per cell; metrics.json, summary.json)
 ``reports/``                         report (index.md, tables, figures)
+``data/checkpoints/<stage>/<sweep>/<cell>/``  a resumable stage's per-round state while it runs
 """
 
 from __future__ import annotations
@@ -74,6 +75,12 @@ def embed_dir(root: Path, embedding: str) -> Path:
 
 def sweep_dir(root: Path, stage: str, sweep: str) -> Path:
     return root / "data" / stage / sweep
+
+
+def checkpoint_dir(root: Path, stage: str, sweep: str, cell: str) -> Path:
+    """Where a resumable stage keeps a cell's per-round checkpoints while it runs (git-ignored, not a
+    DVC output): ``data/checkpoints/<stage>/<sweep>/<cell>/``."""
+    return root / "data" / "checkpoints" / stage / sweep / cell
 
 
 def sweep_report_dir(root: Path, sweep: str) -> Path:

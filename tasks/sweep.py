@@ -34,12 +34,13 @@ import numpy as np
 
 from tasks.codedeps import code_digest
 from tasks.common import load_params
-from tasks.paths import CELL_STAGES, embed_dir, prepare_dir, repo_root, sweep_dir, sweep_report_dir
+from tasks.paths import CELL_STAGES, checkpoint_dir, embed_dir, prepare_dir, repo_root, sweep_dir, sweep_report_dir
 from tasks.progress import progress
 from tasks.tracking import (close_parent_run, computed_run_id, fail_interrupted_runs, log_cell_metrics, open_parent_run,
                             params_file_tags, parent_run_id, per_seed_csv, stage_run)
 from veilbench.config import Config, SweepConfig
 from veilbench.crossfamily import crossfamily_metrics
+from veilbench.checkpoints import RoundCheckpoints
 from veilbench.families import get_family
 from veilbench.io import (ARRAYS, MANIFEST, TIMINGS, bundle_intact, read_bundle, read_json, read_sealed_json,
                           write_bundle, write_json, write_sealed_json)
@@ -200,11 +201,15 @@ def run_cell(stage: str, sweep: str, cell: str, params_path: str | Path | None =
         info: dict[str, Any] = {}
         timings: dict[str, dict[str, float]] = {}
         measured: dict[int, dict[str, float]] = {}  # the stage function's own timings (e.g. a fit's seconds)
+        resumable = stage in getattr(ctx.family, "RESUMABLE_STAGES", ())
         for seed in scfg.seeds:
             inputs = dict(base)
             inputs.update({s: _split_seed(a, seed) for s, a in earlier.items()})
             started, t0 = time.time(), time.perf_counter()  # wall-clock start: cells may overlap
-            result = stage_fn(inputs, fparams, seed)
+            # a long stage saves its state after every round under this input key: a killed run resumes
+            extra = {"checkpoints": RoundCheckpoints(checkpoint_dir(root, stage, sweep, cell) / input_key[:16]
+                                                     / f"seed{seed}")} if resumable else {}
+            result = stage_fn(inputs, fparams, seed, **extra)
             if stage == "evaluate":  # the cross-family view: one attack and one utility for every family
                 xfam = {k: v for s in CELL_STAGES[:-1] for k, v in inputs.get(s, {}).items() if k.startswith("xfam_")}
                 result.metrics.update(crossfamily_metrics(xfam, seed))
@@ -227,6 +232,8 @@ def run_cell(stage: str, sweep: str, cell: str, params_path: str | Path | None =
             _DIGESTS[_stat_key(out)] = arrays_digest({k: np.asarray(v) for k, v in arrays.items()})
             run.log_artifact(str(out / "manifest.json"))
             run.log_artifact(str(out / TIMINGS))
+        if resumable:  # the outputs are written: the round checkpoints of every input key go
+            shutil.rmtree(checkpoint_dir(root, stage, sweep, cell), ignore_errors=True)
         log_cell_metrics(run, summary, per_seed)
         if any(measured.values()):  # as metrics too (the cell's total seconds stay in the artifact only,
             log_cell_metrics(run, summarise(measured), measured)  # out of `veilbench compare`'s columns)

@@ -15,8 +15,9 @@ def blob_data(seed: int = 0, n_normal: int = 120, n_anom: int = 60, d: int = 6):
     return normal.astype(np.float32), anom.astype(np.float32)
 
 
-def tiny_federation(sizes=(30, 30, 30), seed: int = 0, d: int = 6):
-    """A Federation with clients of the given sizes on :func:`blob_data`."""
+def tiny_federation(sizes=(30, 30, 30), seed: int = 0, d: int = 6, validation: bool = False):
+    """A Federation with clients of the given sizes on :func:`blob_data` (``validation``: every second
+    evaluation record goes to a validation set)."""
     from veilbench.gca.models import AESpec
     from veilbench.gca.simulator import Federation
 
@@ -25,6 +26,8 @@ def tiny_federation(sizes=(30, 30, 30), seed: int = 0, d: int = 6):
     clients = [normal[cuts[i] : cuts[i + 1]] for i in range(len(sizes))]
     x_test = np.vstack([normal[cuts[-1] :], anom])
     y_test = np.r_[np.zeros(normal.shape[0] - cuts[-1]), np.ones(anom.shape[0])].astype(np.int64)
+    if validation:
+        return Federation(clients, x_test[::2], y_test[::2], AESpec("mlp", d), x_val=x_test[1::2], y_val=y_test[1::2])
     return Federation(clients, x_test, y_test, AESpec("mlp", d))
 
 

@@ -27,7 +27,7 @@ def _build(inputs, **kw):
 
 def test_default_normal_class_is_most_frequent_and_clients_hold_normals_only():
     inputs = _inputs()
-    data = _build(inputs)
+    data = _build(inputs, validation_fraction=None)  # the whole evaluation pool as the test set
     assert data.normal_classes == [0] and data.anomaly_classes == [1, 2]
     n_normal = int((inputs["prepare"]["y_train"] == 0).sum())
     assert sum(c.shape[0] for c in data.federation.clients) == n_normal
@@ -40,7 +40,32 @@ def test_default_normal_class_is_most_frequent_and_clients_hold_normals_only():
 def test_explicit_classes_restrict_the_test_set():
     data = _build(_inputs(), normal_classes=[1], anomaly_classes=[2])
     y_te = _inputs()["prepare"]["y_test"]
-    assert data.federation.y_test.size == int(np.isin(y_te, [1, 2]).sum())
+    fed = data.federation
+    assert fed.y_test.size + fed.y_val.size == int(np.isin(y_te, [1, 2]).sum())
+
+
+@pytest.mark.parametrize("fraction", [0.5, 0.3])
+def test_validation_and_test_sets_split_the_pool_by_label(fraction):
+    inputs = _inputs()
+    whole = _build(inputs, validation_fraction=None).federation
+    fed = _build(inputs, validation_fraction=fraction).federation
+    # disjoint halves whose union is the pool (rows as multisets), stratified by label
+    pool = sorted(map(tuple, np.c_[whole.x_test, whole.y_test].round(6)))
+    parts = sorted(map(tuple, np.r_[np.c_[fed.x_test, fed.y_test], np.c_[fed.x_val, fed.y_val]].round(6)))
+    assert pool == parts
+    for c in (0, 1):
+        m_c = int((whole.y_test == c).sum())
+        assert int((fed.y_val == c).sum()) == int(np.floor(fraction * m_c + 0.5))
+    # reproducible by seed, another seed draws another split
+    again = _build(inputs, validation_fraction=fraction).federation
+    assert np.array_equal(again.x_val, fed.x_val)
+    other = _build(inputs, validation_fraction=fraction, seed=1).federation
+    assert not np.array_equal(other.y_val, fed.y_val) or not np.array_equal(other.x_val, fed.x_val)
+
+
+def test_a_balanced_pool_gives_balanced_validation_and_test_sets():
+    fed = _build(_inputs(m=200), test_balance="balanced").federation
+    assert fed.y_test.mean() == fed.y_val.mean() == 0.5
 
 
 @pytest.mark.parametrize("partition,n_clients", [("iid", 5), ("dirichlet", 3)])
@@ -70,8 +95,14 @@ def test_standardize_on_training_normals():
         (dict(normal_classes=[0], anomaly_classes=[0]), "anomaly_classes"),
         (dict(normal_classes=[0], anomaly_classes=[9]), "y_test"),
         (dict(partition="iid", n_clients=None), "n_clients"),
+        (dict(validation_fraction=1.0), "validation_fraction"),
+        (dict(normal_classes=[0], anomaly_classes=[2], validation_fraction=0.001), None),
     ],
 )
 def test_bad_input_names_field(kw, field):
+    if field is None:  # a tiny fraction still leaves one validation and one test record of each label
+        fed = _build(_inputs(), **kw).federation
+        assert min((fed.y_val == c).sum() for c in (0, 1)) == 1
+        return
     with pytest.raises(ValidationError, match=field):
         _build(_inputs(), **kw)

@@ -103,7 +103,12 @@ def test_single_has_no_privacy_metrics(digits_inputs):
         (dict(partition="iid"), "n_clients"),
         (dict(n_clusters=0), "n_clusters"),
         (dict(unknown_option=1), "unknown_option"),
-        (dict(method="gca", engine="vectorized"), "engine"),
+        (dict(method="single", engine="vectorized"), "engine"),
+            (dict(method="gca", architecture="conv", image_shape=(1, 8, 8), engine="vectorized"), "engine"),
+            (dict(method="fedavg", engine="vectorized", device="auto"), "engine"),
+            (dict(device="tpu"), "device"),
+            (dict(validation_fraction=1.0), "validation_fraction"),
+            (dict(selection="test"), "selection"),
     ],
 )
 def test_bad_params_name_the_field(kwargs, field):

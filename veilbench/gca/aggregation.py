@@ -88,3 +88,21 @@ def dp_fedavg(
     noise = rng.normal(0.0, sigma / loc.shape[0], size=(draws, g.shape[0]))
     steps = (g + w @ delta)[None, :] + noise
     return steps[0] if n_draws is None else steps
+
+
+def dp_fedavg_with_noise(
+    global_params: np.ndarray,
+    local: np.ndarray,
+    weights: np.ndarray,
+    clip: float,
+    sigma: float,
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, np.ndarray]:
+    """One :func:`dp_fedavg` step and the noise :math:`\\xi` it added: ``(step (P,), xi (P,))``, the step
+    bit for bit :func:`dp_fedavg`'s (same draws from ``rng``)."""
+    g, loc, w = _check(global_params, local, weights)
+    clip = check_in_range(clip, "clip", 0.0, None, low_inclusive=False)
+    sigma = check_in_range(sigma, "sigma", 0.0, None)
+    delta = clip_by_norm(loc - g[None, :], clip)
+    noise = rng.normal(0.0, sigma / loc.shape[0], size=(1, g.shape[0]))
+    return ((g + w @ delta)[None, :] + noise)[0], noise[0]

@@ -9,10 +9,13 @@ r"""From the generic ``prepare``/``embed`` stage arrays to a one-class federatio
 * Clients train on their *normal* training records only. Partition: ``given`` (``party_train``;
   clients with fewer than 2 normal records are dropped), ``iid`` or ``dirichlet`` (non-IID,
   :mod:`veilbench.gca.partition`) over the normal training records.
-* Test set: test records of the normal (label 0) and anomaly (label 1) classes; with
+* Evaluation pool: test records of the normal (label 0) and anomaly (label 1) classes; with
   ``test_balance="balanced"`` the larger of the two is subsampled without replacement to the size
   of the smaller (stream ``"gca.test-balance"`` of the seed, record order kept), so flagging
-  everything scores accuracy 0.5 (spec §2.1–§2.2 use balanced test sets).
+  everything scores accuracy 0.5 (spec §2.1–§2.2 use balanced test sets). The pool is then split
+  per seed into a validation set and a test set, stratified by label (:func:`validation_rows`,
+  stream ``"gca.validation-split"``): checkpoints are selected on the validation set and reported
+  on the test set, so nothing is selected on the records a number is reported on.
 * Reference bank ℋ for the extraction metrics: the first ``reference_size`` test normals (spec
   §2.1 [A]), taken before balancing; the "random held-out record" trivial attack draws from the
   remaining test normals (or from ℋ when none remain).
@@ -89,6 +92,26 @@ def balanced_rows(y01: np.ndarray, seed: int) -> np.ndarray:
     return np.sort(np.concatenate([r if r.size == n else rng.choice(r, size=n, replace=False) for r in rows]))
 
 
+def validation_rows(y01: np.ndarray, fraction: float, seed: int) -> np.ndarray:
+    """Sorted positions of the validation rows of a pool with labels ``y01`` ``(m,)`` in {0, 1}: of each
+    label's :math:`m_c` rows, :math:`\\lfloor f m_c + 1/2 \\rfloor` drawn uniformly without replacement
+    (stream ``"gca.validation-split"``), the rest left for the test set; both sets keep at least one
+    row of each label."""
+    y = check_labels(y01, "y_test")
+    if not 0.0 < fraction < 1.0:
+        raise ValidationError(f"validation_fraction: must lie in (0, 1), got {fraction!r}")
+    rng = stream(seed, "gca.validation-split")
+    picked = []
+    for c in (0, 1):
+        rows = np.flatnonzero(y == c)
+        if rows.size < 2:
+            raise ValidationError(
+                f"y_test: a validation/test split needs ≥ 2 evaluation records of label {c}, got {rows.size}")
+        k = min(max(int(np.floor(fraction * rows.size + 0.5)), 1), rows.size - 1)
+        picked.append(rng.choice(rows, size=k, replace=False))
+    return np.sort(np.concatenate(picked))
+
+
 def build_federation(
     inputs: StageInputs,
     *,
@@ -104,8 +127,10 @@ def build_federation(
     reference_size: int,
     seed: int,
     test_balance: Literal["all", "balanced"] = "all",
+    validation_fraction: float | None = 0.5,
 ) -> FederatedData:
-    """Build the federation of one cell and seed (deterministic in its arguments)."""
+    """Build the federation of one cell and seed (deterministic in its arguments); ``validation_fraction``
+    ``None`` keeps the whole pool as the test set (no validation set)."""
     prep = inputs["prepare"]
     x_tr, x_te = _features(inputs, "embed" if input_source == "embed" else "prepare")
     y_tr = check_labels(prep["y_train"], "prepare.y_train", n=x_tr.shape[0])
@@ -147,10 +172,17 @@ def build_federation(
                   "tanh" if input_source == "prepare_minmax" else "none")
     normal_rows = np.flatnonzero(normal)
     client_rows = [normal_rows[party == c] for c in client_ids]
-    keep = balanced_rows(y01, seed) if test_balance == "balanced" else np.arange(y01.size)
     if test_balance not in ("all", "balanced"):
         raise ValidationError(f"test_balance: must be 'all' or 'balanced', got {test_balance!r}")
-    fed = Federation([x_tr[rows] for rows in client_rows], x_te[test_rows][keep], y01[keep], spec)
+    keep = balanced_rows(y01, seed) if test_balance == "balanced" else np.arange(y01.size)
+    x_pool, y_pool = x_te[test_rows][keep], y01[keep]
+    if validation_fraction is None:
+        fed = Federation([x_tr[rows] for rows in client_rows], x_pool, y_pool, spec)
+    else:
+        is_val = np.zeros(y_pool.size, dtype=bool)
+        is_val[validation_rows(y_pool, validation_fraction, seed)] = True
+        fed = Federation([x_tr[rows] for rows in client_rows], x_pool[~is_val], y_pool[~is_val], spec,
+                         x_val=x_pool[is_val], y_val=y_pool[is_val])
     test_normals = x_te[test_rows][y01 == 0]
     reference = test_normals[:reference_size]
     heldout = test_normals[reference_size:] if test_normals.shape[0] > reference_size else reference

@@ -5,25 +5,36 @@ Learning*. One cell = one method (``gca``, ``fedavg``, ``fedprox``, ``fednova``,
 ``dpfedavg``, ``single``, ``centralized``) on one dataset/encoder; stages:
 
 * ``release``: run the deterministic simulator (:mod:`veilbench.gca.simulator`;
-  ``engine="vectorized"`` trains the clients of a parameter-sharing MLP run in one batch,
-  :mod:`veilbench.gca.vectorized`). Arrays: the evaluation curves (accuracy, ROC AUC, round,
+  ``engine="vectorized"`` trains the clients of an MLP run in one batch,
+  :mod:`veilbench.gca.vectorized`, :mod:`veilbench.gca.vectorized_gca`; ``device`` picks where
+  torch trains and scores). Resumable: with the pipeline's per-round checkpoints
+  (:data:`RESUMABLE_STAGES`) a killed run continues at its last finished round with the same bits.
+  Arrays: the evaluation curves on the test and the validation pools (accuracy, ROC AUC, round,
   epoch), what the server obtains from the victim (client 0): its last-round local parameters
   (parameter sharing) or a fresh latent upload after ``attack_extra_epochs`` more reconstruction
-  epochs (GCA), and the per-round bytes sent.
-  The cross-family arrays ``xfam_*`` (:mod:`veilbench.gca.xfam`) ride along.
+  epochs (GCA), the per-round bytes sent and, for DP-FedAvg, the noise the server added
+  (``dp_noise_*``, for the white-box noise audit).
+  The cross-family arrays ``xfam_*`` (:mod:`veilbench.gca.xfam`) ride along unless ``crossfamily``
+  is off (paper-scale image runs: the view encodes every record of the data set).
   Metrics: ``comm_mib_per_round`` and, for DP-FedAvg, ``dp_epsilon``/``dp_delta`` (RDP accountant;
   picked up by the privacy ledger).
-* ``integrate``: checkpoint selection under the paper's protocol (max over all evaluation points:
-  GCA per reconstruction epoch, baselines per round), the matched one (max over per-round
-  checkpoints for every method) and the final round (:mod:`veilbench.gca.selection`); the
-  per-round curves ``round_accuracy`` / ``round_auc`` ``(R,)`` (best point of each round).
+* ``integrate``: checkpoint selection (:mod:`veilbench.gca.selection`) on the validation pool
+  (``validation``: the point of best validation ROC AUC, the verdicts' protocol), under the paper's
+  protocol (max test accuracy over all evaluation points: GCA per reconstruction epoch, baselines
+  per round), the matched one (max over per-round checkpoints) and the final round; the test
+  accuracy and ROC AUC at each; the per-round curves ``round_accuracy`` / ``round_auc`` ``(R,)``
+  (best point of each round) and ``rounds_trend`` ``(k, 3)``: the validation-selected test ROC AUC
+  and accuracy of the run cut after R' rounds for R' in :data:`TREND_ROUNDS` (a run of R' rounds
+  is the prefix of a longer one).
 * ``attack``: server-side extraction (:mod:`veilbench.gca.extraction`): input optimisation
   against the victim's reconstruction map (white-box for parameter sharing, a surrogate AE
   trained on the uploaded codes for GCA) from starts shared by every method of a seed, plus three
   data-free output banks of control attackers (all zeros, Gaussian noise, training mean, random
   held-out records).
-* ``evaluate``: headline metrics ``utility_accuracy`` (at ``selection``), ``utility_roc_auc`` (same
-  checkpoint), ``privacy_ntmse`` / ``privacy_delta_cos`` with each control's
+* ``evaluate``: headline metrics ``utility_roc_auc`` and ``utility_accuracy`` (test set, at the
+  checkpoint ``selection`` picks: by default the validation-selected one), every protocol's
+  ``utility_{accuracy,roc_auc}_{validation,paper,matched,final}`` (``paper``: the paper's own
+  protocol, selected on the test set, shown as the paper's column only), ``privacy_ntmse`` / ``privacy_delta_cos`` with each control's
   ``*_trivial_{zeros,noise,mean,heldout}``, the best control's ``*_control_best`` and the
   attacker's ``*_advantage`` over it (1 perfect, 0 no better than the best control), ``comm_mib_per_round`` and, for DP-FedAvg, ``dp_epsilon`` (RDP accountant).
   Beside the accuracy: ``utility_accuracy_flag_all``, the accuracy of flagging every test record
@@ -43,6 +54,7 @@ everything is shared).
 
 from __future__ import annotations
 
+import time
 from typing import Literal
 
 import numpy as np
@@ -51,13 +63,18 @@ from pydantic import Field, model_validator
 from veilbench.families.base import DataFreeMetric, FamilyParams, StageInputs, StageOutput
 from veilbench.gca.communication import MIB, config_for, fl_bytes, gca_bytes
 from veilbench.gca.data import FederatedData, build_federation
-from veilbench.gca.selection import PROTOCOLS, converged_round, round_curve, select
+from veilbench.gca.selection import PROTOCOLS, converged_round, round_curve, selected_index
 from veilbench.gca.simulator import PARAMETER_SHARING, FedConfig, initial_model, run_protocol
 from veilbench.gca.xfam import xfam_arrays
 from veilbench.random import stream
+from veilbench.validation import ValidationError
 
 #: Data-free output banks of the control attackers (:func:`veilbench.gca.extraction.trivial_outputs`).
 TRIVIAL_KINDS: tuple[str, ...] = ("zeros", "noise", "mean", "heldout")
+#: Stages the pipeline may give per-round checkpoints (``checkpoints=`` keyword): a killed run resumes.
+RESUMABLE_STAGES: tuple[str, ...] = ("release",)
+#: Round counts R' of the rounds trend (integrate's ``rounds_trend``): those the run reaches.
+TREND_ROUNDS: tuple[int, ...] = (1, 2, 5, 10, 25, 50, 100, 200, 500, 1000)
 
 _BEST_CONTROL = "best data-free attacker"
 _FLAG_ALL = "flag-all detector"
@@ -111,7 +128,8 @@ class Params(FamilyParams):
     gmm_n_init: int = Field(1, ge=1, le=100)
     weighting: Literal["inverse", "uniform"] = "inverse"
     client_init: Literal["shared", "independent"] = "shared"
-    selection: Literal["paper", "matched", "final"] = "paper"
+    selection: Literal["validation", "paper", "matched", "final"] = "validation"
+    validation_fraction: float = Field(0.5, gt=0.0, lt=1.0)
     attack_starts: int = Field(20, ge=1, le=10_000)
     attack_max_steps: int = Field(200, ge=1, le=100_000)
     attack_extra_epochs: int = Field(1, ge=0, le=1_000)
@@ -121,6 +139,8 @@ class Params(FamilyParams):
     test_balance: Literal["all", "balanced"] = "all"
     convergence_tolerance: float = Field(0.01, ge=0.0, le=1.0)
     engine: Literal["sequential", "vectorized"] = "sequential"
+    device: Literal["cpu", "cuda", "auto"] = "cpu"
+    crossfamily: bool = True
 
     @model_validator(mode="after")
     def _consistent(self) -> "Params":
@@ -128,9 +148,24 @@ class Params(FamilyParams):
             raise ValueError("image_shape: required (c, h, w) when architecture='conv'")
         if self.partition != "given" and self.n_clients is None:
             raise ValueError(f"n_clients: required when partition={self.partition!r}")
-        if self.engine == "vectorized" and (self.method not in PARAMETER_SHARING or self.architecture != "mlp"):
-            raise ValueError("engine: 'vectorized' runs parameter-sharing methods on the MLP AE only")
+        if self.engine == "vectorized" and (self.method not in (*PARAMETER_SHARING, "gca") or self.architecture != "mlp"):
+            raise ValueError("engine: 'vectorized' runs parameter-sharing methods and GCA on the MLP AE only")
+        if self.engine == "vectorized" and self.device != "cpu":
+            raise ValueError(f"engine: 'vectorized' runs on the CPU only (device 'cpu'), got device {self.device!r}")
         return self
+
+    def torch_device(self) -> str:
+        """The torch device of ``device``: ``auto`` is ``cuda`` where a CUDA device is available, else ``cpu``."""
+        if self.device == "cpu":
+            return "cpu"
+        import torch
+
+        if torch.cuda.is_available():
+            return "cuda"
+        if self.device == "auto":
+            return "cpu"
+        raise ValidationError("device: 'cuda' asks for a CUDA device and torch finds none "
+                              "(torch.cuda.is_available() is False); use 'cpu' or 'auto'")
 
     def fed_config(self) -> FedConfig:
         """The simulator configuration of this cell."""
@@ -141,6 +176,7 @@ class Params(FamilyParams):
             upload_fraction=self.upload_fraction, n_clusters=self.n_clusters, clustering=self.clustering,
             covariance_type=self.covariance_type, reg_covar=self.reg_covar, gmm_n_init=self.gmm_n_init,
             weighting=self.weighting, client_init=self.client_init, attack_extra_epochs=self.attack_extra_epochs,
+            device=self.torch_device(),
         )
 
 
@@ -150,7 +186,7 @@ def _data(inputs: StageInputs, params: Params, seed: int) -> FederatedData:
         normal_classes=params.normal_classes, anomaly_classes=params.anomaly_classes, partition=params.partition,
         n_clients=params.n_clients, dirichlet_alpha=params.dirichlet_alpha, image_shape=params.image_shape,
         latent_channels=params.latent_channels, reference_size=params.reference_size, seed=seed,
-        test_balance=params.test_balance,
+        test_balance=params.test_balance, validation_fraction=params.validation_fraction,
     )
 
 
@@ -165,15 +201,38 @@ def _formula_bytes(data: FederatedData, params: Params) -> tuple[int, int]:
     return gca_bytes(cfg, params.n_clusters) if params.method == "gca" else fl_bytes(cfg)
 
 
-def release(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
-    """Run the federation; arrays: curves, victim parameters or codes, bytes per round."""
-    data = _data(inputs, params, seed)
-    if params.engine == "vectorized":
-        from veilbench.gca.vectorized import run_parameter_sharing_vectorized
+class _ClockedCheckpoints:
+    """A run's checkpoints that also carry the CPU seconds of this thread spent on the run so far, so a
+    resumed run reports the CPU time of all its sessions (``cpu_seconds``)."""
 
-        res = run_parameter_sharing_vectorized(params.method, data.federation, params.fed_config(), seed)
-    else:
-        res = run_protocol(params.method, data.federation, params.fed_config(), seed)
+    def __init__(self, inner) -> None:
+        self.inner, self.carried, self.t0 = inner, 0.0, time.thread_time()
+
+    def load(self):
+        saved = self.inner.load() if self.inner is not None else None
+        if saved is not None:
+            self.carried = float(saved[1].pop("_cpu_seconds", 0.0))
+        return saved
+
+    def save(self, round_: int, state: dict) -> None:
+        if self.inner is not None:
+            self.inner.save(round_, {**state, "_cpu_seconds": self.cpu_seconds()})
+
+    def cpu_seconds(self) -> float:
+        return self.carried + time.thread_time() - self.t0
+
+
+def release(inputs: StageInputs, params: Params, seed: int, checkpoints=None) -> StageOutput:
+    """Run the federation; arrays: curves, victim parameters or codes, bytes per round.
+
+    ``checkpoints``: a :class:`~veilbench.checkpoints.RoundCheckpoints` of this cell and seed (the
+    pipeline's), saved after every round and resumed from. ``timings["cpu_seconds"]``: the CPU time
+    of the federation's training and evaluation, over every session of a resumed run."""
+    data = _data(inputs, params, seed)
+    cfg = params.fed_config()
+    clock = _ClockedCheckpoints(checkpoints)
+    res = run_protocol(params.method, data.federation, cfg, seed, checkpoints=clock, engine=params.engine)
+    cpu_seconds = clock.cpu_seconds()
     formula = _formula_bytes(data, params)
     metrics = {"comm_mib_per_round": sum(formula) / MIB}
     if params.method == "dpfedavg":
@@ -183,6 +242,7 @@ def release(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
         metrics["dp_delta"] = params.dp_delta
     arrays = {
         "curve_accuracy": res.accuracy, "curve_auc": res.auc, "curve_round": res.rounds, "curve_epoch": res.epochs,
+        "curve_val_accuracy": res.val_accuracy, "curve_val_auc": res.val_auc,
         "align_accuracy": res.align_accuracy, "local_steps": res.local_steps,
         "points_per_round": np.array([res.points_per_round]),
         "comm_bytes_measured": np.array([res.bytes_up_per_round, res.bytes_down_per_round], dtype=np.int64),
@@ -191,33 +251,49 @@ def release(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
         "dp_noise_multiplier": np.array([np.nan if res.dp_noise_multiplier is None else res.dp_noise_multiplier]),
         "dp_epsilon": np.array([metrics.get("dp_epsilon", np.nan)]),
         "test_anomaly_fraction": np.array([float(data.federation.y_test.mean())]),
-        **xfam_arrays(data, res, seed),
+        **(xfam_arrays(data, res, seed) if params.crossfamily else {}),
     }
+    noise = res.info.pop("dp_noise", None)
+    if noise is not None:  # what the server added, for the white-box noise audit
+        arrays.update(dp_noise_sum_sq=np.asarray(noise["sum_sq"], dtype=np.float64),
+                      dp_noise_count=np.asarray(noise["count"], dtype=np.int64),
+                      dp_noise_sample=np.asarray(noise["sample"], dtype=np.float64),
+                      dp_noise_std=np.array([noise["std"]], dtype=np.float64))
     info = {
         "method": params.method, "n_clients": len(data.client_ids), "client_ids": data.client_ids,
         "client_sizes": data.federation.sizes.tolist(), "normal_classes": data.normal_classes,
         "anomaly_classes": data.anomaly_classes, "n_test": int(data.federation.y_test.size),
-        "lr_step_unit": params.lr_step_unit, "client_init": params.client_init, **res.info,
+        "lr_step_unit": params.lr_step_unit, "client_init": params.client_init, "device": cfg.device,
+        "n_validation": int(data.federation.y_val.size), **res.info,
     }
-    return StageOutput(arrays=arrays, metrics=metrics, info=info)
+    return StageOutput(arrays=arrays, metrics=metrics, info=info, timings={"cpu_seconds": cpu_seconds})
 
 
 def integrate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
-    """Checkpoint selection under the paper's, the matched and the final-round protocols."""
+    """Checkpoint selection under the validation, the paper's, the matched and the final-round protocols,
+    and the rounds trend of the validation protocol."""
     rel = inputs["release"]
     ppr = int(rel["points_per_round"][0])
-    picks = [select(rel["curve_accuracy"], ppr, p) for p in PROTOCOLS]
-    idx = np.array([p.index for p in picks], dtype=np.int64)
+    acc, auc, val_auc = (np.asarray(rel[k], dtype=np.float64) for k in ("curve_accuracy", "curve_auc", "curve_val_auc"))
+    idx = np.array([selected_index(acc, val_auc, ppr, p) for p in PROTOCOLS], dtype=np.int64)
+    n_rounds = acc.shape[0] // ppr
+    trend = []
+    for r in (*(t for t in TREND_ROUNDS if t < n_rounds), n_rounds):
+        t = selected_index(acc, val_auc, ppr, "validation", max_round=r)
+        trend.append((r, auc[t], acc[t]))
     arrays = {
-        "round_accuracy": round_curve(rel["curve_accuracy"], ppr),
-        "round_auc": round_curve(rel["curve_auc"], ppr),
-        "selected_accuracy": np.array([p.value for p in picks]),
-        "selected_auc": np.asarray(rel["curve_auc"])[idx],
+        "round_accuracy": round_curve(acc, ppr),
+        "round_auc": round_curve(auc, ppr),
+        "selected_accuracy": acc[idx],
+        "selected_auc": auc[idx],
+        "selected_val_auc": val_auc[idx],
         "selected_index": idx,
         "selected_round": np.asarray(rel["curve_round"])[idx],
         "selected_epoch": np.asarray(rel["curve_epoch"])[idx],
+        "rounds_trend": np.array(trend, dtype=np.float64),
     }
-    return StageOutput(arrays=arrays, info={"protocols": list(PROTOCOLS), "points_per_round": ppr})
+    return StageOutput(arrays=arrays, info={"protocols": list(PROTOCOLS), "points_per_round": ppr,
+                                            "rounds_trend_columns": ["rounds", "roc_auc", "accuracy"]})
 
 
 def attack_starts(n_starts: int, dim: int, bounded: bool, seed: int) -> np.ndarray:
@@ -293,6 +369,7 @@ def evaluate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
     metrics = {
         "utility_accuracy": float(integ["selected_accuracy"][k]),
         "utility_roc_auc": float(integ["selected_auc"][k]),
+        "utility_roc_auc_validation_set": float(integ["selected_val_auc"][k]),
         "utility_argmax_round": float(integ["selected_round"][k]),
         "comm_mib_per_round": float(np.sum(rel["comm_bytes_formula"]) / MIB),
         "comm_mib_per_round_measured": float(np.sum(rel["comm_bytes_measured"]) / MIB),

@@ -2,8 +2,10 @@ r"""The objects every GCA engine shares (spec §1, §1.4, §3.3): options, feder
 evaluation, initial model, seed streams and the local optimiser.
 
 Evaluation at a point (spec §1.4): client i's threshold :math:`\tau_i = Q_{0.75}(s_i(D_i))`;
-accuracy of ``s_i(x) > τ_i`` on the full test set and the ROC AUC of :math:`s_i`, both
-averaged over clients.
+accuracy of ``s_i(x) > τ_i`` on an evaluation pool and the ROC AUC of :math:`s_i` on it, both
+averaged over clients. The pools are the test set and, when the federation has one, a disjoint
+validation set (:attr:`Federation.x_val`), on which checkpoints are selected
+(:mod:`veilbench.gca.selection`) so that the test set is only ever reported on.
 
 Determinism: every draw comes from a named stream of the run seed
 (:func:`veilbench.random.stream`), never from torch's or numpy's global generator:
@@ -58,16 +60,20 @@ class FedConfig:
     weighting: Literal["inverse", "uniform"] = "inverse"
     client_init: Literal["shared", "independent"] = "shared"
     attack_extra_epochs: int = 5
+    device: str = "cpu"
 
 
 @dataclass
 class Federation:
-    """Client shards ``clients[i]`` ``(N_i, d_x)``, test set ``x_test`` ``(m, d_x)``, ``y_test`` (m,) in {0,1}."""
+    """Client shards ``clients[i]`` ``(N_i, d_x)``, test set ``x_test`` ``(m, d_x)``, ``y_test`` (m,) in {0,1},
+    and optionally a validation set ``x_val`` ``(v, d_x)``, ``y_val`` (v,) in {0,1} disjoint from the test set."""
 
     clients: list[np.ndarray]
     x_test: np.ndarray
     y_test: np.ndarray
     spec: AESpec
+    x_val: np.ndarray | None = None
+    y_val: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if not self.clients:
@@ -77,21 +83,60 @@ class Federation:
             check_array(c, f"clients[{i}]", ndim=2, min_rows=2, dtype=np.float32) for i, c in enumerate(self.clients)
         ]
         self.x_test = check_array(self.x_test, "x_test", ndim=2, dtype=np.float32)
-        for name, arr in [*((f"clients[{i}]", c) for i, c in enumerate(self.clients)), ("x_test", self.x_test)]:
+        if (self.x_val is None) != (self.y_val is None):
+            raise ValidationError("x_val, y_val: give both (a validation set) or neither")
+        pools = [("x_test", self.x_test)]
+        if self.x_val is not None:
+            self.x_val = check_array(self.x_val, "x_val", ndim=2, dtype=np.float32)
+            pools.append(("x_val", self.x_val))
+        for name, arr in [*((f"clients[{i}]", c) for i, c in enumerate(self.clients)), *pools]:
             if arr.shape[1] != d:
                 raise ValidationError(f"{name}: expected {d} features (AESpec.input_dim), got {arr.shape[1]}")
         self.y_test = check_labels(self.y_test, "y_test", n=self.x_test.shape[0])
+        if self.y_val is not None:
+            self.y_val = check_labels(self.y_val, "y_val", n=self.x_val.shape[0])
 
     @property
     def sizes(self) -> np.ndarray:
         """:math:`N_i` of every client, ``(C,)``."""
         return np.array([c.shape[0] for c in self.clients])
 
-    def tensors(self):
-        """``(client tensors, test tensor)`` as float32 torch tensors."""
+    def tensors(self, device: str = "cpu"):
+        """``(client tensors, test tensor)`` as float32 torch tensors on ``device``."""
         import torch
 
-        return [torch.from_numpy(c) for c in self.clients], torch.from_numpy(self.x_test)
+        return ([torch.from_numpy(c).to(device) for c in self.clients],
+                torch.from_numpy(self.x_test).to(device))
+
+    def pools(self, device: str = "cpu") -> "EvalPools":
+        """The evaluation pools: the test set, then the validation set when there is one."""
+        sets = [("test", self.x_test, self.y_test)]
+        if self.x_val is not None:
+            sets.append(("val", self.x_val, self.y_val))
+        return EvalPools.of(sets, device)
+
+
+@dataclass
+class EvalPools:
+    """Evaluation pools scored together: ``x`` the rows of every pool stacked ``(m_1 + … + m_k, d_x)``
+    (a tensor on the run's device), ``bounds`` each pool's row slice, ``labels`` its {0,1} labels
+    ``(m_j,)`` and ``names`` its name (``"test"``, ``"val"``)."""
+
+    x: object
+    bounds: list[slice]
+    labels: list[np.ndarray]
+    names: tuple[str, ...]
+
+    @classmethod
+    def of(cls, sets: list[tuple[str, np.ndarray, np.ndarray]], device: str = "cpu") -> "EvalPools":
+        import torch
+
+        bounds, start = [], 0
+        for _, x, _ in sets:
+            bounds.append(slice(start, start + x.shape[0]))
+            start += x.shape[0]
+        x = torch.from_numpy(np.ascontiguousarray(np.concatenate([x for _, x, _ in sets]), dtype=np.float32))
+        return cls(x.to(device), bounds, [y for _, _, y in sets], tuple(n for n, _, _ in sets))
 
 
 @dataclass(frozen=True)
@@ -115,8 +160,9 @@ class Upload:
 class RunResult:
     """Curves and server-visible artefacts of one run.
 
-    ``accuracy``/``auc``/``rounds``/``epochs``: ``(T,)`` evaluation curve with the 1-based round
-    and in-round epoch of each point; ``points_per_round``: evaluations per round (5 for the
+    ``accuracy``/``auc``/``rounds``/``epochs``: ``(T,)`` test-set evaluation curve with the 1-based
+    round and in-round epoch of each point; ``val_accuracy``/``val_auc``: ``(T,)`` the same points on
+    the validation set (NaN without one); ``points_per_round``: evaluations per round (5 for the
     paper's GCA, 1 otherwise); ``align_accuracy``: GCA's fixed-client alignment-epoch diagnostic;
     ``victim_params``: the flat ``(P,)`` model the server sees from client 0 in the last round
     (parameter sharing); ``victim_codes``: GCA's fresh post-training upload of client 0;
@@ -133,6 +179,8 @@ class RunResult:
     bytes_up_per_round: int
     bytes_down_per_round: int
     local_steps: np.ndarray
+    val_accuracy: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    val_auc: np.ndarray = field(default_factory=lambda: np.zeros(0))
     victim_params: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.float32))
     victim_codes: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.float32))
     align_accuracy: np.ndarray = field(default_factory=lambda: np.zeros(0))
@@ -143,40 +191,59 @@ class RunResult:
 
 
 class CurveRecorder:
-    """Accumulates ``(round, epoch, accuracy, auc)`` evaluation points."""
+    """Accumulates evaluation points ``(round, epoch, test accuracy, test AUC, val accuracy, val AUC)``
+    (NaN where there is no validation pool)."""
 
-    def __init__(self) -> None:
-        self.points: list[tuple[int, int, float, float]] = []
+    def __init__(self, points: np.ndarray | None = None) -> None:
+        self.points: list[tuple[float, ...]] = [] if points is None else [tuple(p) for p in np.asarray(points)]
 
-    def add(self, rnd: int, epoch: int, acc_auc: tuple[float, float]) -> None:
-        self.points.append((rnd, epoch, *acc_auc))
+    def add(self, rnd: int, epoch: int, scores) -> None:
+        """One point: ``scores`` is :func:`evaluate_pools`' ``(k, 2)`` (test first) or a test ``(acc, auc)``."""
+        s = np.asarray(scores, dtype=np.float64).reshape(-1, 2)
+        val = s[1] if s.shape[0] > 1 else (np.nan, np.nan)
+        self.points.append((rnd, epoch, float(s[0, 0]), float(s[0, 1]), float(val[0]), float(val[1])))
+
+    def state(self) -> np.ndarray:
+        """The points so far, ``(T, 6)`` float64 (a checkpoint's copy)."""
+        return np.array(self.points, dtype=np.float64).reshape(-1, 6)
 
     def arrays(self) -> dict[str, np.ndarray]:
-        p = np.array(self.points, dtype=np.float64).reshape(-1, 4)
+        p = self.state()
         return {"rounds": p[:, 0].astype(np.int64), "epochs": p[:, 1].astype(np.int64),
-                "accuracy": p[:, 2], "auc": p[:, 3]}
+                "accuracy": p[:, 2], "auc": p[:, 3], "val_accuracy": p[:, 4], "val_auc": p[:, 5]}
+
+
+def evaluate_pools(models: list, x_clients: list, pools: EvalPools, quantile: float) -> np.ndarray:
+    """Mean over clients of (accuracy at :math:`\\tau_i`, ROC AUC) on every pool, ``(k, 2)`` in the
+    pools' order. ``models`` is one model per client, or a one-element list for a shared (global)
+    model whose pool scores, and so ROC AUCs, are computed once (every client's AUC is that value).
+    Each model scores all pools in one pass."""
+    shared = len(models) == 1
+    pooled = anomaly_scores(models[0], pools.x) if shared else None
+    shared_auc = [roc_auc(pooled[b], y) for b, y in zip(pools.bounds, pools.labels)] if shared else None
+    accs = np.zeros((len(x_clients), len(pools.names)))
+    aucs = np.zeros_like(accs)
+    for i, x in enumerate(x_clients):
+        model = models[0] if shared else models[i]
+        scores = pooled if shared else anomaly_scores(model, pools.x)
+        tau = quantile_threshold(anomaly_scores(model, x), quantile)
+        for j, (b, y) in enumerate(zip(pools.bounds, pools.labels)):
+            accs[i, j] = anomaly_accuracy(scores[b], y, tau)
+            aucs[i, j] = shared_auc[j] if shared else roc_auc(scores[b], y)
+    return np.stack([accs.mean(0), aucs.mean(0)], axis=1)
 
 
 def evaluate_clients(models: list, x_clients: list, x_test, y_test: np.ndarray, quantile: float) -> tuple[float, float]:
-    """Mean over clients of (accuracy at :math:`\\tau_i`, ROC AUC); ``models`` is one model per client
-    or a one-element list for a shared (global) model whose test scores, and so ROC AUC, are computed
-    once (every client's AUC is that one value)."""
-    shared = len(models) == 1
-    test_scores = anomaly_scores(models[0], x_test) if shared else None
-    shared_auc = roc_auc(test_scores, y_test) if shared else None
-    accs, aucs = [], []
-    for i, x in enumerate(x_clients):
-        model = models[0] if shared else models[i]
-        s_test = test_scores if shared else anomaly_scores(model, x_test)
-        tau = quantile_threshold(anomaly_scores(model, x), quantile)
-        accs.append(anomaly_accuracy(s_test, y_test, tau))
-        aucs.append(shared_auc if shared else roc_auc(s_test, y_test))
-    return float(np.mean(accs)), float(np.mean(aucs))
+    """:func:`evaluate_pools` on one pool (``x_test`` ``(m, d_x)`` tensor, ``y_test`` (m,)): ``(accuracy, AUC)``."""
+    pool = EvalPools(x_test, [slice(0, len(y_test))], [y_test], ("test",))
+    acc, auc = evaluate_pools(models, x_clients, pool, quantile)[0]
+    return float(acc), float(auc)
 
 
-def initial_model(spec: AESpec, seed: int):
-    """The run's initial AE: ``spec.build`` from stream ``"gca.init"`` of ``seed``."""
-    return spec.build(stream(seed, "gca.init"))
+def initial_model(spec: AESpec, seed: int, device: str = "cpu"):
+    """The run's initial AE: ``spec.build`` from stream ``"gca.init"`` of ``seed`` (drawn on the CPU,
+    then moved to ``device``)."""
+    return spec.build(stream(seed, "gca.init")).to(device)
 
 
 def batch_stream(seed: int) -> np.random.Generator:

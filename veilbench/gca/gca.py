@@ -3,7 +3,8 @@ r"""GCA: Global Centroid Alignment rounds (spec §4, Algorithm 1).
 Per round r, for every client i (all participate):
 
 1. **Reconstruction**: ``recon_epochs`` epochs of :math:`L_{rec}` on encoder+decoder (persistent
-   Adam); after each epoch *all* clients are evaluated (paper's protocol, spec §1.4).
+   Adam); after each epoch *all* clients are evaluated on the test and validation pools (paper's
+   protocol, spec §1.4; :func:`~veilbench.gca.federation.evaluate_pools`).
    **Upload**: :math:`z_i^{\uparrow} = \{E_i(x_n): n \in I_i\}`, :math:`I_i` a fresh uniform
    sample without replacement of size :math:`\max(1, \lfloor \rho N_i \rfloor)`.
 2. **Aggregation** (server): fit a backend with K components to the pooled codes
@@ -26,6 +27,14 @@ Client initialisation: ``shared`` (same init for all clients, default [A]: the r
 of stream ``"gca.init"``, the one every other method starts from) or ``independent`` (client i
 draws from stream ``"gca.init-client"`` of ``(seed, i)``). Shuffles and uploads draw from stream
 ``"gca.batches"`` (:mod:`veilbench.gca.federation`).
+
+The clients' AEs and their two persistent optimisers form a :class:`SequentialClients` (trained
+one after the other); an engine with the same methods may train them together
+(:mod:`veilbench.gca.vectorized_gca`). After every round the whole state — the clients, the
+batch stream's state, the curves and the server's per-round log — can be saved to
+:class:`~veilbench.checkpoints.RoundCheckpoints`; a run that finds round r saved continues at
+round r + 1 with the same bits as an uninterrupted run. A run of R rounds is the prefix of a run
+of more rounds (nothing before the victim's extra epochs depends on R).
 """
 
 from __future__ import annotations
@@ -37,12 +46,13 @@ from veilbench.gca.communication import upload_size
 from veilbench.gca.federation import (
     BYTES_PER_FLOAT,
     CurveRecorder,
+    EvalPools,
     FedConfig,
     Federation,
     RunResult,
     Upload,
-    evaluate_clients,
     batch_stream,
+    evaluate_pools,
     initial_model,
     make_optimizer,
 )
@@ -77,65 +87,136 @@ def alignment_epoch(model, opt, x, mu, w, batch_size: int, rng: np.random.Genera
     return run_epoch(model, opt, x, batch_size, rng, lambda xb: alignment_loss(model.encode(xb), mu, w))
 
 
-def client_initial_model(spec, seed: int, client: int, mode: str):
+def client_initial_model(spec, seed: int, client: int, mode: str, device: str = "cpu"):
     """Client ``client``'s initial AE: the run's shared init (``shared``, :func:`initial_model`) or
-    its own draw from stream ``"gca.init-client"`` of ``(seed, client)`` (``independent``)."""
+    its own draw from stream ``"gca.init-client"`` of ``(seed, client)`` (``independent``), on ``device``."""
     if mode == "shared":
-        return initial_model(spec, seed)
+        return initial_model(spec, seed, device)
     if mode != "independent":
         raise ValidationError(f"client_init: must be 'shared' or 'independent', got {mode!r}")
-    return spec.build(stream((int(seed), int(client)), "gca.init-client"))
+    return spec.build(stream((int(seed), int(client)), "gca.init-client")).to(device)
 
 
 def init_client_models(fed: Federation, cfg: FedConfig, seed: int) -> list:
     """One AE per client: copies of one seeded init (``shared``) or one init per client (``independent``)."""
-    return [client_initial_model(fed.spec, seed, i, cfg.client_init) for i in range(len(fed.clients))]
+    return [client_initial_model(fed.spec, seed, i, cfg.client_init, cfg.device) for i in range(len(fed.clients))]
 
 
-def run_gca(fed: Federation, cfg: FedConfig, seed: int) -> RunResult:
-    """Run ``cfg.rounds`` GCA rounds on ``fed`` (see the module doc); deterministic given ``seed``."""
+class SequentialClients:
+    """The clients' AEs, each with its two persistent optimisers (Adam + StepLR over encoder and
+    decoder for reconstruction, over the encoder alone for alignment), trained one client after the
+    other. ``models()`` are the live modules."""
+
+    def __init__(self, models: list, cfg: FedConfig) -> None:
+        self._models, self.batch_size = list(models), cfg.batch_size
+        self.rec_opts = [make_optimizer(m.parameters(), cfg) for m in self._models]
+        self.al_opts = [make_optimizer(m.encoder.parameters(), cfg) for m in self._models]
+
+    def models(self) -> list:
+        return self._models
+
+    def reconstruction_epoch(self, xs: list, rng: np.random.Generator) -> np.ndarray:
+        """One reconstruction epoch of every client in order; optimiser steps ``(C,)``."""
+        return np.array([reconstruction_epoch(m, o, x, self.batch_size, rng)
+                         for m, o, x in zip(self._models, self.rec_opts, xs)], dtype=np.int64)
+
+    def alignment_epoch(self, xs: list, mu, w, rng: np.random.Generator) -> np.ndarray:
+        """One alignment epoch of every client in order towards centroids ``mu`` with weights ``w``."""
+        return np.array([alignment_epoch(m, o, x, mu, w, self.batch_size, rng)
+                         for m, o, x in zip(self._models, self.al_opts, xs)], dtype=np.int64)
+
+    def client_reconstruction_epoch(self, i: int, x, rng: np.random.Generator) -> int:
+        """One reconstruction epoch of client ``i`` alone, with its own optimiser."""
+        return reconstruction_epoch(self._models[i], self.rec_opts[i], x, self.batch_size, rng)
+
+    def state_dict(self) -> dict:
+        return {"models": [m.state_dict() for m in self._models], "rec": [o.state_dict() for o in self.rec_opts],
+                "align": [o.state_dict() for o in self.al_opts]}
+
+    def load_state_dict(self, state: dict) -> None:
+        for m, o_rec, o_al, sm, s_rec, s_al in zip(self._models, self.rec_opts, self.al_opts, state["models"],
+                                                   state["rec"], state["align"], strict=True):
+            m.load_state_dict(sm)
+            o_rec.load_state_dict(s_rec)
+            o_al.load_state_dict(s_al)
+
+
+def make_clients(fed: Federation, cfg: FedConfig, seed: int, engine: str = "sequential"):
+    """The clients of a GCA run: :class:`SequentialClients` or (``engine="vectorized"``, MLP AE on the
+    CPU) :class:`veilbench.gca.vectorized_gca.StackedGCAClients`, from :func:`init_client_models`."""
+    models = init_client_models(fed, cfg, seed)
+    if engine == "sequential":
+        return SequentialClients(models, cfg)
+    if engine == "vectorized":
+        from veilbench.gca.vectorized_gca import StackedGCAClients
+
+        return StackedGCAClients(models, cfg)
+    raise ValidationError(f"engine: must be 'sequential' or 'vectorized', got {engine!r}")
+
+
+_LOG_KEYS = ("bytes_up", "bytes_down", "n_dropped_components", "n_clusters_used", "centroid_counts",
+             "centroid_weights")
+
+
+def run_gca(fed: Federation, cfg: FedConfig, seed: int, checkpoints=None, engine: str = "sequential") -> RunResult:
+    """Run ``cfg.rounds`` GCA rounds on ``fed`` (see the module doc); deterministic given ``seed``.
+
+    ``checkpoints``: a :class:`~veilbench.checkpoints.RoundCheckpoints` to resume from and save to
+    after every round (None: none); ``engine``: how the clients are trained (:func:`make_clients`).
+    """
     import torch
 
-    xs, xt = fed.tensors()
+    device = cfg.device
+    xs, _ = fed.tensors(device)
+    pools: EvalPools = fed.pools(device)
     rng = batch_stream(seed)
-    models = init_client_models(fed, cfg, seed)
-    rec_opts = [make_optimizer(m.parameters(), cfg) for m in models]
-    al_opts = [make_optimizer(m.encoder.parameters(), cfg) for m in models]
+    clients = make_clients(fed, cfg, seed, engine)
     curve, align_curve = CurveRecorder(), []
     steps = np.zeros(len(xs), dtype=np.int64)
-    bytes_up, bytes_down, dropped, k_used, counts, weights = [], [], [], [], [], []
-    for r in range(1, cfg.rounds + 1):
+    log: dict[str, list] = {k: [] for k in _LOG_KEYS}
+    uploads: list[tuple[np.ndarray, np.ndarray]] = []
+    start = 1
+    saved = checkpoints.load() if checkpoints is not None else None
+    if saved is not None:
+        done, state = saved
+        clients.load_state_dict(state["clients"])
+        rng.bit_generator.state = state["rng"]
+        curve, align_curve = CurveRecorder(state["curve"]), list(state["align_curve"])
+        steps, log = np.asarray(state["steps"], dtype=np.int64), {k: list(state["log"][k]) for k in _LOG_KEYS}
+        uploads = [(np.asarray(i), np.asarray(z)) for i, z in state["last_upload"]]
+        start = done + 1
+    for r in range(start, cfg.rounds + 1):
         for e in range(1, cfg.recon_epochs + 1):
-            for i, (m, o, x) in enumerate(zip(models, rec_opts, xs)):
-                steps[i] += reconstruction_epoch(m, o, x, cfg.batch_size, rng)
-            curve.add(r, e, evaluate_clients(models, xs, xt, fed.y_test, cfg.quantile))
-        uploads = [upload_codes(m, x, cfg.upload_fraction, rng) for m, x in zip(models, xs)]
+            steps += clients.reconstruction_epoch(xs, rng)
+            curve.add(r, e, evaluate_pools(clients.models(), xs, pools, cfg.quantile))
+        uploads = [upload_codes(m, x, cfg.upload_fraction, rng) for m, x in zip(clients.models(), xs)]
         codes = np.concatenate([z for _, z in uploads])
         k = min(cfg.n_clusters, codes.shape[0])
         cent = fit_centroids(codes, k, cfg.clustering, int(rng.integers(2**31)), cfg.covariance_type,
                              cfg.reg_covar, cfg.gmm_n_init)
-        mu = torch.as_tensor(cent.mu, dtype=torch.float32)
         w_k = centroid_weights(cent.counts, cfg.weighting)
-        counts.append(cent.counts.tolist())
-        weights.append(w_k.tolist())
-        w = torch.as_tensor(w_k, dtype=torch.float32)
-        bytes_up.append(codes.size * BYTES_PER_FLOAT)
-        bytes_down.append(len(xs) * (cent.mu.size + cent.counts.size) * BYTES_PER_FLOAT)
-        dropped.append(cent.n_dropped)
-        k_used.append(k)
-        for e in range(cfg.align_epochs):
-            for i, (m, o, x) in enumerate(zip(models, al_opts, xs)):
-                steps[i] += alignment_epoch(m, o, x, mu, w, cfg.batch_size, rng)
-            align_curve.append(evaluate_clients(models[:1], xs[:1], xt, fed.y_test, cfg.quantile)[0])
+        mu = torch.as_tensor(cent.mu, dtype=torch.float32).to(device)
+        w = torch.as_tensor(w_k, dtype=torch.float32).to(device)
+        for key, value in zip(_LOG_KEYS, (codes.size * BYTES_PER_FLOAT,
+                                          len(xs) * (cent.mu.size + cent.counts.size) * BYTES_PER_FLOAT,
+                                          cent.n_dropped, k, cent.counts.tolist(), w_k.tolist())):
+            log[key].append(value)
+        for _ in range(cfg.align_epochs):
+            steps += clients.alignment_epoch(xs, mu, w, rng)
+            align_curve.append(float(evaluate_pools(clients.models()[:1], xs[:1], pools, cfg.quantile)[0, 0]))
+        if checkpoints is not None:
+            checkpoints.save(r, {"clients": clients.state_dict(), "rng": rng.bit_generator.state,
+                                 "curve": curve.state(), "align_curve": align_curve, "steps": steps, "log": log,
+                                 "last_upload": [[i, z] for i, z in uploads]})
     for _ in range(cfg.attack_extra_epochs):
-        reconstruction_epoch(models[0], rec_opts[0], xs[0], cfg.batch_size, rng)
+        clients.client_reconstruction_epoch(0, xs[0], rng)
+    models = clients.models()
     victim_codes = upload_codes(models[0], xs[0], cfg.upload_fraction, rng)[1]
     return RunResult(
-        "gca", points_per_round=cfg.recon_epochs, bytes_up_per_round=int(max(bytes_up)),
-        bytes_down_per_round=int(max(bytes_down)), local_steps=steps, victim_codes=victim_codes,
+        "gca", points_per_round=cfg.recon_epochs, bytes_up_per_round=int(max(log["bytes_up"])),
+        bytes_down_per_round=int(max(log["bytes_down"])), local_steps=steps, victim_codes=victim_codes,
         final_models=models, last_upload=Upload.from_clients(uploads),
         align_accuracy=np.array(align_curve),
-        info={"n_dropped_components": dropped, "n_clusters_used": k_used, "centroid_counts": counts,
-              "centroid_weights": weights},
+        info={k: log[k] for k in _LOG_KEYS[2:]},
         **curve.arrays(),
     )

@@ -1,13 +1,18 @@
 r"""Model-selection protocols over an evaluation curve (spec §1.4, §11.1).
 
-A run records accuracies :math:`a_1..a_T` at ``points_per_round`` points per round (GCA: 5
-reconstruction epochs; baselines: 1). Protocols:
+A run records, at ``points_per_round`` points per round (GCA: 5 reconstruction epochs;
+baselines: 1), test-set accuracies :math:`a_1..a_T` and validation-set ROC AUCs
+:math:`v_1..v_T` (the two sets are disjoint, :func:`veilbench.gca.data.validation_rows`).
+A protocol picks one point :math:`t^*`; the cell reports the *test* accuracy and ROC AUC there.
 
-* ``paper``: :math:`\max_t a_t` over every recorded point (the paper: GCA's best of 500
-  per-epoch checkpoints, the baselines' best of 100 per-round ones);
-* ``matched``: :math:`\max_r a_{r \cdot p}`, the last point of each round only, so every method
-  is selected from the same number of per-round checkpoints;
-* ``final``: :math:`a_T`, no selection at all.
+* ``validation`` (the verdicts' protocol): :math:`t^* = \arg\max_t v_t` over every recorded
+  point, the checkpoint chosen without looking at the test set;
+* ``paper``: :math:`t^* = \arg\max_t a_t` over every recorded point (the paper's protocol: GCA's
+  best of 500 per-epoch checkpoints, the baselines' best of 100 per-round ones; it selects on
+  the test set, so its value is optimistic and is reported as the paper's column only);
+* ``matched``: :math:`\arg\max_r a_{r \cdot p}`, the last point of each round only, so every
+  method is selected (on the test set) from the same number of per-round checkpoints;
+* ``final``: :math:`t^* = T`, no selection at all.
 
 Ties go to the earliest point. The selected index (and its round/epoch) is reported so the
 argmax location can be logged (spec §10.6).
@@ -27,8 +32,8 @@ import numpy as np
 
 from veilbench.validation import ValidationError, check_array
 
-Protocol = Literal["paper", "matched", "final"]
-PROTOCOLS: tuple[str, ...] = ("paper", "matched", "final")
+Protocol = Literal["validation", "paper", "matched", "final"]
+PROTOCOLS: tuple[str, ...] = ("validation", "paper", "matched", "final")
 
 
 @dataclass(frozen=True)
@@ -45,7 +50,7 @@ def checkpoint_indices(n_points: int, points_per_round: int, protocol: Protocol)
         raise ValidationError(
             f"points_per_round: must be ≥ 1 and divide the curve length {n_points}, got {points_per_round}"
         )
-    if protocol == "paper":
+    if protocol in ("paper", "validation"):
         return np.arange(n_points)
     if protocol == "matched":
         return np.arange(points_per_round - 1, n_points, points_per_round)
@@ -60,6 +65,27 @@ def select(curve: np.ndarray, points_per_round: int, protocol: Protocol) -> Sele
     idx = checkpoint_indices(a.shape[0], points_per_round, protocol)
     best = idx[int(np.argmax(a[idx]))]
     return Selection(float(a[best]), int(best))
+
+
+def selected_index(test_accuracy: np.ndarray, val_auc: np.ndarray, points_per_round: int, protocol: Protocol,
+                   max_round: int | None = None) -> int:
+    """:math:`t^*` of ``protocol`` (module doc) from the test-accuracy and validation-AUC curves ``(T,)``,
+    among the points of the first ``max_round`` rounds (all rounds when None: a run of R rounds is the
+    prefix of a longer one, so this is what the shorter run would select)."""
+    a = check_array(test_accuracy, "test_accuracy", ndim=1)
+    v = np.asarray(val_auc, dtype=np.float64)
+    if v.shape != a.shape:
+        raise ValidationError(f"val_auc: expected shape {a.shape} like test_accuracy, got {v.shape}")
+    if max_round is not None:
+        if not 1 <= max_round <= a.shape[0] // max(points_per_round, 1):
+            raise ValidationError(f"max_round: must lie in [1, {a.shape[0] // max(points_per_round, 1)}], got {max_round}")
+        a, v = a[: max_round * points_per_round], v[: max_round * points_per_round]
+    if protocol != "validation":
+        return select(a, points_per_round, protocol).index
+    if np.isnan(v).any():
+        raise ValidationError("val_auc: protocol 'validation' needs a validation curve (the federation has no "
+                              "validation set)")
+    return int(np.argmax(v))
 
 
 def round_curve(curve: np.ndarray, points_per_round: int) -> np.ndarray:

@@ -324,9 +324,13 @@ def vectorized_local_step(spec):
     return step
 
 
-def run_parameter_sharing_vectorized(method: str, fed: Federation, cfg: FedConfig, seed: int) -> RunResult:
-    """Same protocol and outputs as :func:`veilbench.gca.simulator.run_parameter_sharing`, clients batched."""
+def run_parameter_sharing_vectorized(method: str, fed: Federation, cfg: FedConfig, seed: int,
+                                     checkpoints=None) -> RunResult:
+    """Same protocol and outputs as :func:`veilbench.gca.simulator.run_parameter_sharing`, clients batched
+    (on the CPU)."""
     if method not in PARAMETER_SHARING:
         raise ValidationError(f"method: must be one of {PARAMETER_SHARING}, got {method!r}")
+    if cfg.device != "cpu":
+        raise ValidationError(f"device: the vectorised engine runs on the CPU only, got {cfg.device!r}")
     check_schedule(fed.sizes, cfg)
-    return run_parameter_sharing(method, fed, cfg, seed, local_step=vectorized_local_step)
+    return run_parameter_sharing(method, fed, cfg, seed, local_step=vectorized_local_step, checkpoints=checkpoints)
