@@ -317,6 +317,21 @@ def test_editing_a_claimed_cell_out_of_the_grid_validates_and_the_claim_is_not_e
                                                                             "trivial", "vacuous"}
 
 
+def test_validate_accepts_the_edit_and_warns_once_per_gone_cell(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(_shipped_with_eps16(), sort_keys=False, allow_unicode=True))
+    result = CliRunner().invoke(app, ["validate", "--params", str(path)])
+    assert result.exit_code == 0, result.output
+    warned = [line for line in result.output.splitlines() if line.startswith("warning: report.claims.")]
+    assert warned and all("'epsilon=32.0_mechanism=newton' is not in this grid" in w for w in warned)
+    assert len(warned) == len(set(warned)) == sum(len(p) for p in validate_config(
+        _shipped_with_eps16()).missing_claim_cells().values())
+
+
 def test_a_removed_sweep_is_a_warning_too_and_locations_never_start_empty() -> None:
     raw = tiny_params()
     raw["report"]["claims"] = [_claim(ours=_ref("x", sweep="gone"))]
