@@ -212,13 +212,14 @@ class _Judged:
     claim: ClaimConfig
     setting: Setting
     values: dict[str, Any]
-    verdict: ClaimVerdict
+    verdict: ClaimVerdict | None = None
 
-
-def _judge(c: ClaimConfig, values: Mapping[str, Any], p_adjusted: float | None = None) -> ClaimVerdict:
-    premise = None if values["premise_ref"] is None else (ref_name(values["premise_ref"]), values["premise"])
-    return judge_claim(values["ours"], values["than"], c.op, factor=c.factor, tolerance=c.tolerance, kind=c.kind,
-                       data_free=values["data_free"], premise=premise, p_adjusted=p_adjusted)
+    def judge(self, p_adjusted: float | None = None) -> ClaimVerdict:
+        c, s, v = self.claim, self.setting, self.values
+        premise = None if s.premise is None else (ref_name(s.premise), v["premise"])
+        self.verdict = judge_claim(v["ours"], v["than"], c.op, factor=c.factor, tolerance=c.tolerance, kind=c.kind,
+                                   data_free=v["data_free"], premise=premise, p_adjusted=p_adjusted)
+        return self.verdict
 
 
 def judge_claims(cfg: Config, rows: list[dict[str, Any]], split_spread: Mapping[str, Any] | None = None
@@ -237,12 +238,13 @@ def judge_claims(cfg: Config, rows: list[dict[str, Any]], split_spread: Mapping[
         for s in claim_settings(cfg, c):
             values = {"ours": claim_value(rows, cfg, s.ours, spreads), "than": claim_value(rows, cfg, s.than, spreads),
                       "data_free": [claim_value(rows, cfg, d, spreads) for d in s.data_free],
-                      "premise_ref": s.premise, "premise": claim_value(rows, cfg, s.premise, spreads)}
-            judged.append(_Judged(i, c, s, values, _judge(c, values)))
+                      "premise": claim_value(rows, cfg, s.premise, spreads)}
+            judged.append(_Judged(i, c, s, values))
+            judged[-1].judge()
     for family in dict.fromkeys(c.family for c in cfg.report.claims):
         members = [j for j in judged if j.claim.family == family and j.claim.kind == "measured" and j.verdict.is_finding]
         for j, p in zip(members, holm([j.verdict.p_value for j in members]), strict=True):
-            j.verdict = _judge(j.claim, j.values, p)
+            j.judge(p)
     return judged, missing
 
 

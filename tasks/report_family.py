@@ -343,12 +343,13 @@ def summary_section(cfg: Config, family: str, rows: list[dict[str, Any]], claim_
         header, body, mode = summary_table(h, groups, outcomes)
         how = "best utility at each ε" if mode == "epsilon" else "Pareto frontier: best utility at each level of leakage"
         refs = references_text(h, groups, metric_reference_values(cfg, family, h))
-        nothing = (f" **The attack learns nothing on this data**: no release's `{h['attack']}` beats its data-free "
+        nothing = (f"**The attack learns nothing on this data**: no release's `{h['attack']}` beats its data-free "
                    "control." if attack_learns_nothing(h, groups) else "")
-        marks = (" *= data-free*: the utility does not beat the best data-free reference of the sweep (paired "
-                 "per-seed test)." if any(v != "beats" for v in outcomes.values()) else "")
-        lines += [f"{question} Sweep `{h['sweep']}`, {how}. {scale_text(h)}{nothing}{marks} {refs}".replace("  ", " "), "",
-                  _markdown(header, body).rstrip("\n"), ""]
+        marks = ("*= data-free*: the utility does not beat the best data-free reference of the sweep (paired "
+                 "per-seed test)." if any(m in cell for row in body for cell in row
+                                          for m in DATA_FREE_MARKS.values() if m) else "")
+        text = " ".join(t for t in (question, f"Sweep `{h['sweep']}`, {how}.", scale_text(h), nothing, marks, refs) if t)
+        lines += [text, "", _markdown(header, body).rstrip("\n"), ""]
     lines += [f"{verdicts_line(family, claim_records)} Details: [{family}.md]({family}.md), "
               f"figure `figures/{family}-pareto.png`, all numbers `tables/{family}.csv`.", ""]
     return lines
