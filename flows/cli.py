@@ -60,6 +60,9 @@ def _validate(params: Path | None) -> None:
         raise typer.Exit(2) from None
     console.print(f"params OK: {len(cfg.datasets)} dataset(s), {len(cfg.embeddings)} embedding(s), "
                   f"{sum(len(s.expand()) for s in cfg.sweeps.values())} cell(s)")
+    for problems in cfg.missing_claim_cells().values():
+        for p in problems:
+            console.print(f"warning: {escape(p)}: the claim is reported as not evaluated")
 
 
 @app.command()

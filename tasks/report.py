@@ -61,16 +61,8 @@ from tasks.report_figures import (
 from tasks.report_numbers import error_bars, fmt_stats, glossary
 from tasks.report_tables import markdown_table as _markdown
 from tasks.tracking import stage_run
-from tasks.verdicts import (
-    ALPHA,
-    Estimate,
-    claim_p_value,
-    data_free_digest,
-    data_free_section,
-    judge_claim,
-    split_spread_lines,
-)
-from veilbench.config import Config, FrontierConfig, FrontierRef, MetricRef
+from tasks.verdicts import data_free_digest, data_free_section
+from veilbench.config import Config, FrontierConfig
 from veilbench.io import atomic_write_text, read_json, write_json
 
 
@@ -321,157 +313,6 @@ def plot_frontier(points: list[dict[str, Any]], fr: FrontierConfig, path: Path,
     return save_figure(draw_frontier(points, fr, reference_lines), path)
 
 
-def _seed_points(rows: list[dict[str, Any]], fr: FrontierConfig, curve: list[dict[str, Any]]) -> dict[str, list[dict[str, float]]]:
-    """Seed → that seed's (x, y) points of a curve, x-sorted; only seeds present in every point."""
-    by_cell = {(r["sweep"], r["cell"]): r for r in rows}
-    per: dict[str, list[dict[str, float]]] = {}
-    seeds: set[str] | None = None
-    for p in curve:
-        r = by_cell[(p["sweep"], p["cell"])]
-        ps = r.get("per_seed") or {}
-        ok = {s for s, m in ps.items() if fr.y in m and (fr.x.startswith("param:") or fr.x in m)}
-        seeds = ok if seeds is None else seeds & ok
-        for s in ok:
-            x = p["x"] if fr.x.startswith("param:") else ps[s][fr.x]
-            per.setdefault(s, []).append({"x": float(x), "y": float(ps[s][fr.y])})
-    return {s: sorted(per[s], key=lambda q: q["x"]) for s in sorted(seeds or ())}
-
-
-def _claim_value(rows: list[dict[str, Any]], cfg: Config, ref: float | MetricRef | FrontierRef | None) -> Estimate | None:
-    """A claim's reference as an :class:`~tasks.verdicts.Estimate`: a number (a constant); a cell
-    metric (its per-seed values); a frontier curve's log-log slope (point estimate fitted on the
-    cell means, per-seed slopes fitted on each seed's points) or its y at the frontier's mark
-    (linear interpolation, on the means and per seed). None when not available. Without per-seed
-    values a slope carries the fit's standard error (``points − 2`` degrees of freedom)."""
-    if ref is None:
-        return None
-    if isinstance(ref, float | int):
-        return Estimate.of_constant(float(ref))
-    if isinstance(ref, FrontierRef):
-        fr = next(f for f in cfg.report.frontiers if f.name == ref.frontier)
-        curve = _curves(frontier_points(rows, fr)).get(ref.curve)
-        if not curve:
-            return None
-        per_seed = _seed_points(rows, fr, curve)
-        if ref.stat == "slope":
-            fit = loglog_slope([p["x"] for p in curve], [p["y"] for p in curve])
-            if fit is None:
-                return None
-            seed_fits = {s: f[0] for s, pts in per_seed.items()
-                         if len(pts) == len(curve) and (f := loglog_slope([q["x"] for q in pts], [q["y"] for q in pts]))}
-            if seed_fits:
-                return Estimate.of_seeds(seed_fits, mean=fit[0])
-            return Estimate(fit[0], se=fit[1], df=len(curve) - 2) if len(curve) > 2 else Estimate(fit[0])
-        y0 = y_at(curve, float(fr.mark_x))
-        if y0 is None:
-            return None
-        seed_y = {s: v for s, pts in per_seed.items() if (v := y_at(pts, float(fr.mark_x))) is not None}
-        return Estimate.of_seeds(seed_y, mean=y0) if seed_y else Estimate(y0)
-    for r in rows:
-        if r["sweep"] == ref.sweep and r["cell"] == ref.cell:
-            per = {s: m[ref.metric] for s, m in (r.get("per_seed") or {}).items() if ref.metric in m}
-            s = r["summary"].get(ref.metric)
-            if not s or not math.isfinite(s["mean"]):
-                return None
-            if per:
-                try:
-                    return Estimate.of_seeds(per, mean=s["mean"])
-                except ValueError:
-                    return None
-            return Estimate.of_summary(s)
-    return None
-
-
-def _ref_name(ref: float | MetricRef | FrontierRef | None) -> str:
-    if ref is None:
-        return ""
-    if isinstance(ref, float | int):
-        return f"{ref:g}"
-    if isinstance(ref, FrontierRef):
-        return f"[{ref.frontier}: {ref.curve}, {ref.stat.replace('_', ' ')}]"
-    return f"[{ref.sweep}/{ref.cell}: {ref.metric}]"
-
-
-def _est_txt(e: Estimate | None) -> str:
-    if e is None:
-        return "?"
-    if e.constant:
-        return f"{e.mean:.4g}"
-    n = len(e.per_seed)
-    if n > 1:
-        from scipy.stats import t
-
-        v = list(e.per_seed.values())
-        m = sum(v) / n
-        half = float(t.ppf(0.975, n - 1)) * math.sqrt(sum((x - m) ** 2 for x in v) / (n - 1) / n)
-        return f"{e.mean:.4g} ± {half:.2g}"
-    if e.se is not None and math.isfinite(e.df):
-        from scipy.stats import t
-
-        return f"{e.mean:.4g} ± {float(t.ppf(0.975, e.df)) * e.se:.2g}"
-    return f"{e.mean:.4g}"
-
-
-def claims_section(cfg: Config, rows: list[dict[str, Any]], split_spread: dict[str, Any] | None = None
-                   ) -> tuple[list[str], list[dict[str, Any]]]:
-    """The "paper vs ours" table: each configured claim, the paper's statement (labelled as the
-    paper's), our measured value (mean ± 95% CI), the data-free reference's value, and the verdict
-    (held / not held / inconclusive / trivial) of the paired per-seed test of
-    :mod:`tasks.verdicts` with its bounds and p-value; then the note that the CIs are conditional on
-    one train/test split, with the measured split spread (``split_spread``) when given."""
-    if not cfg.report.claims:
-        return [], []
-    md, records = [], []
-    for c in cfg.report.claims:
-        ours = _claim_value(rows, cfg, c.ours)
-        than = _claim_value(rows, cfg, c.than)
-        data_free = [_claim_value(rows, cfg, d) for d in c.data_free]
-        v = judge_claim(ours, than, c.op, factor=c.factor, tolerance=c.tolerance, kind=c.kind, data_free=data_free)
-        df_ref = None if v.data_free_index is None else c.data_free[v.data_free_index]
-        df_est = None if v.data_free_index is None else data_free[v.data_free_index]
-        scale = "" if c.factor == 1.0 else f"{c.factor:g} × "
-        cmp = f"{c.op} {scale}{_est_txt(than)}" + (f" (± {c.tolerance:g})" if c.op == "~" else "")
-        if not isinstance(c.than, float | int):
-            cmp += f" {_ref_name(c.than)}"
-        ours_txt = "—" if ours is None else f"{_est_txt(ours)} {_ref_name(c.ours)}"
-        df_txt = "; ".join(f"{_est_txt(e) if e else 'not run'} {_ref_name(d)}" + (" ←" if j == v.data_free_index else "")
-                           for j, (d, e) in enumerate(zip(c.data_free, data_free, strict=True)))
-        d = v.diff
-        p = None if d is None or d.se == 0 else claim_p_value(d, c.op, c.tolerance)  # exact: no p-value
-        test = "—" if d is None else (f"{d.test}: d̄ = {d.mean:.3g}, [{d.lower:.3g}, {d.upper:.3g}]"
-                                      + ("" if p is None or not math.isfinite(p) else f", p = {p:.2g}"))
-        verdict_txt = "trivial (accounting identity)" if c.kind == "accounting_identity" and v.verdict == "trivial" else v.verdict
-        reason = f"{v.reason}: {_ref_name(df_ref)}" if df_ref is not None and v.verdict != "held" else v.reason
-        why = "" if v.verdict == "held" else "; ".join(x for x in (reason, c.why_not if v.verdict != "trivial" else "") if x)
-        md.append([c.family, c.claim, c.paper, ours_txt, cmp, df_txt, f"{verdict_txt} ({test})", why])  # source: claims.csv
-        records.append({
-            "family": c.family, "claim": c.claim, "kind": c.kind.replace("_", " "), "source": c.source, "paper": c.paper,
-            "ours_ref": _ref_name(c.ours), "ours": None if ours is None else ours.mean, "op": c.op, "factor": c.factor,
-            "tolerance": c.tolerance, "than_ref": _ref_name(c.than), "than": None if than is None else than.mean,
-            "data_free_ref": _ref_name(df_ref), "data_free_value": None if df_est is None else df_est.mean,
-            "data_free_verdict": v.data_free_verdict, "test": None if d is None else d.test,
-            "n_seeds": None if d is None else d.n, "diff_mean": None if d is None else d.mean,
-            "diff_lower": None if d is None else d.lower, "diff_upper": None if d is None else d.upper,
-            "t_statistic": None if d is None else d.statistic, "p_value": p, "alpha": ALPHA,
-            "verdict": v.verdict, "why_not": why})
-    lines = ["## Paper vs ours", "",
-             "Headline claims of the papers (`../shared/specs/`) that the configured data can test. The *paper* column "
-             "is the paper's own statement or number; *ours* is measured by the named cell of this run (mean ± 95% CI "
-             "over seeds). Each claim is judged on the difference d = ours − factor·than, paired over the seeds the "
-             "cells share (a t-test; Welch's unpaired t where no seeds are shared), with one-sided "
-             f"{1 - ALPHA:.0%} bounds [L, U] (α = {ALPHA:g}): *held* when the bounds lie on the claim's side "
-             "(for ~: inside ± the tolerance), *not held* when they lie on the other side, *inconclusive* when they "
-             "straddle it. An exact sign-flip permutation test cannot reach α = 0.05 with 3 seeds (its smallest "
-             "p-value is 1/8), hence the t bounds. *data-free* is what a release or attacker that never reads the "
-             "data puts in ours' place (← marks the one that decided): when one satisfies the claim too, the claim "
-             "is *trivial*, and while one's own test is inconclusive or it has not run, the claim is inconclusive. An accounting identity is "
-             "true by construction of a formula and is labelled so, not measured. The rule: `tasks/verdicts.py`.", "",
-             _markdown(["family", "claim", "paper (the paper's number)", "ours", "claim: ours", "data-free",
-                        "verdict (test: d = ours − factor·than)", "why not"], md),
-             "Machine-readable: `tables/claims.csv`.", "", *split_spread_lines(split_spread, cfg.seed)]
-    return lines, records
-
-
 def _metric_key(*parts: str) -> str:
     """An MLflow-safe metric name from ``parts`` (characters outside [A-Za-z0-9_.-/ ] become ``_``)."""
     return "/".join(re.sub(r"[^A-Za-z0-9_.\-/ ]", "_", p) for p in parts)
@@ -586,6 +427,8 @@ def report(params_path: str | Path | None = None, root: Path | None = None) -> P
     reports = root / "reports"
     families = sorted({r["family"] for r in rows})
     spread_json = reports / "bench" / "split_spread.json"
+    from tasks.report_claims import claims_section
+
     claim_lines, claim_rows = claims_section(cfg, rows, read_json(spread_json) if spread_json.is_file() else None)
     lines = [f"# {cfg.report.title}", "",
              "Each family: the question, the best mechanism at each privacy level (utility vs attacker; mean and 95% "

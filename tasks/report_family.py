@@ -42,7 +42,7 @@ from tasks.report_figures import (
     place_labels,
     save_figure,
 )
-from tasks.report_numbers import error_bars, fmt_stats
+from tasks.report_numbers import error_bars, fmt_number, fmt_stats, interval
 from veilbench.config import Config
 
 #: the question each family answers, in a reader's words
@@ -67,6 +67,32 @@ def leak_sign(metric: str) -> int:
     """+1 when a larger value of attacker metric ``metric`` means more leakage, −1 for errors."""
     tokens = set(re.split(r"[_\-]", metric.lower()))
     return -1 if tokens & {"mse", "ntmse", "error", "rmse"} and "advantage" not in tokens else 1
+
+
+def is_advantage(metric: str) -> bool:
+    """An attacker's advantage over its data-free control (0 = the control, at most 1)."""
+    return metric.endswith("_advantage")
+
+
+def leakage(metric: str, value: float) -> float:
+    """How much an attacker metric value leaks, larger = more: an advantage floored at 0 (an attacker
+    can always fall back on its control, so every advantage ≤ 0 leaks the same nothing), else the
+    value signed by :func:`leak_sign`."""
+    return max(0.0, value) if is_advantage(metric) else leak_sign(metric) * value
+
+
+def _attacker(metric: str, stats: dict[str, Any] | None) -> str:
+    """A table cell of an attacker metric: an advantage floored at 0 (mean and interval; ``0 (=
+    control)`` when the whole interval is ≤ 0), any other metric as :func:`fmt_stats` shows it."""
+    if not is_advantage(metric) or not stats or not math.isfinite(stats["mean"]):
+        return fmt_stats(metric, stats)
+    m, lo, hi = interval(metric, stats)
+    if max(0.0, hi) == 0.0:
+        return "0 (= control)"
+    h = float(stats.get("ci95", 0.0) or 0.0)
+    if int(stats.get("n", 1)) <= 1 or h <= 0:
+        return fmt_number(max(0.0, m))
+    return f"{fmt_number(max(0.0, m), h)} [{fmt_number(max(0.0, lo), h)}, {fmt_number(hi, h)}]"
 
 
 def utility_sign(metric: str) -> int:
@@ -156,9 +182,8 @@ def best_per_level(h: dict[str, Any], groups: set[str]) -> tuple[str, list[dict[
             best.append(max(at, key=lambda r: us * _mean(r, u)))
         return "epsilon", best
     cand = [r for r in cand if _has(r, a)]
-    ls = leak_sign(a)
     front = []
-    for r in sorted(cand, key=lambda r: (ls * _mean(r, a), -us * _mean(r, u))):
+    for r in sorted(cand, key=lambda r: (leakage(a, _mean(r, a)), -us * _mean(r, u))):
         if not front or us * _mean(r, u) > us * _mean(front[-1], u):
             front.append(r)
     return "pareto", front
@@ -177,21 +202,76 @@ def _label(row: dict[str, Any]) -> str:
     return re.sub(r"^(mechanism|method|obfuscation|variant|protocol)=", "", str(row["cell"]))
 
 
-def summary_table(h: dict[str, Any], groups: set[str]) -> tuple[list[str], list[list[str]], str]:
-    """(header, rows, mode) of the best-mechanism-per-privacy-level table (≤ 5 columns)."""
+def clean_reference(h: dict[str, Any], groups: set[str]) -> dict[str, Any] | None:
+    """The headline sweep's clean reference for a higher-is-better utility: its best reference cell
+    that reads the data (a ``reference_groups`` cell, not data-free, e.g. ScoreShield's un-noised
+    release); None when the sweep has none or lower utility is better."""
+    u = h["utility"]
+    refs = [r for r in h["rows"] if _has(r, u) and is_reference(r, groups) and not is_data_free(r)]
+    if utility_sign(u) < 0 or not refs:
+        return None
+    best = max(refs, key=lambda r: _mean(r, u))
+    return best if _mean(best, u) > 0 else None
+
+
+#: how a summary row's utility compares with the best data-free reference of its sweep
+DATA_FREE_MARKS = {"indistinguishable": " (= data-free)", "loses": " (below data-free)", "beats": ""}
+
+
+def summary_table(h: dict[str, Any], groups: set[str], outcomes: dict[str, str] | None = None
+                  ) -> tuple[list[str], list[list[str]], str]:
+    """(header, rows, mode) of the best-mechanism-per-privacy-level table (≤ 5 columns). A row whose
+    utility does not beat the best data-free reference of its sweep (``outcomes``: cell →
+    :func:`tasks.verdicts.beats_data_free`'s outcome) says ``(= data-free)`` or ``(below
+    data-free)``; with a clean reference (:func:`clean_reference`), the utility kept as % of it is a
+    column. An advantage is shown floored at 0 (:func:`leakage`)."""
     u, a = h["utility"], h["attack"]
     mode, best = best_per_level(h, groups)
     best = _thin(best, MAX_ROWS)
+    outcomes = outcomes or {}
+    clean = clean_reference(h, groups)
+    attacker = f"attacker: `{a}`" + (", floored at 0" if is_advantage(a) else "")
+
+    def cells(r: dict[str, Any]) -> list[str]:
+        shown = fmt_stats(u, r["summary"].get(u)) + DATA_FREE_MARKS.get(outcomes.get(r["cell"], "beats"), "")
+        kept = [] if clean is None else [f"{100 * _mean(r, u) / _mean(clean, u):.3g} %" if _has(r, u) else ""]
+        return [_label(r), shown, *kept, _attacker(a, r["summary"].get(a))]
+
+    kept_header = [] if clean is None else [f"kept: % of {_label(clean)}"]
     if mode == "epsilon":
-        header = ["ε (DP budget)", "best mechanism", f"utility: `{u}`", f"attacker: `{a}`"]
-        body = [[f"{r['params']['epsilon']:g}", _label(r), fmt_stats(u, r["summary"].get(u)),
-                 fmt_stats(a, r["summary"].get(a))] for r in best]
+        header = ["ε (DP budget)", "best mechanism", f"utility: `{u}`", *kept_header, attacker]
+        body = [[f"{r['params']['epsilon']:g}", *cells(r)] for r in best]
     else:
         more = "≤" if leak_sign(a) > 0 else "≥"
-        header = ["privacy level", "best mechanism", f"utility: `{u}`", f"attacker: `{a}`"]
-        body = [[f"attacker {more} {r['summary'][a]['mean']:.3g}", _label(r), fmt_stats(u, r["summary"].get(u)),
-                 fmt_stats(a, r["summary"].get(a))] for r in best]
+
+        def level(r: dict[str, Any]) -> str:
+            m = r["summary"][a]["mean"]
+            return "attacker ≤ 0 (= control)" if is_advantage(a) and m <= 0 else f"attacker {more} {m:.3g}"
+
+        header = ["privacy level", "best mechanism", f"utility: `{u}`", *kept_header, attacker]
+        body = [[level(r), *cells(r)] for r in best]
     return header, body, mode
+
+
+def attack_learns_nothing(h: dict[str, Any], groups: set[str]) -> bool:
+    """True when the headline attacker metric is an advantage and no release of the headline sweep
+    beats its data-free control (one-sided lower bound of the advantage > 0, :mod:`tasks.verdicts`)."""
+    from tasks.verdicts import Estimate, cell_estimate, difference
+
+    a = h["attack"]
+    if not is_advantage(a):
+        return False
+    ests = [e for r in h["rows"] if _has(r, a) and not is_reference(r, groups) and (e := cell_estimate(r, a)) is not None]
+    return bool(ests) and not any(difference(e, Estimate.of_constant(0.0)).lower > 0 for e in ests)
+
+
+def scale_text(h: dict[str, Any]) -> str:
+    """What the attacker column's scale means, for an advantage."""
+    if not is_advantage(h["attack"]):
+        return ""
+    return ("Attacker: advantage over the best data-free control attack, floored at 0 because an attacker can always "
+            "fall back on the control (0 = learns nothing the control does not, 1 = a perfect attack); the raw values, "
+            "negative where the release misleads the attacker, are in the details.")
 
 
 def references_text(h: dict[str, Any], groups: set[str], metric_refs: list[tuple[str, str, float]] = ()) -> str:
@@ -214,23 +294,40 @@ def references_text(h: dict[str, Any], groups: set[str], metric_refs: list[tuple
 
 
 def verdicts_line(family: str, claim_records: list[dict[str, Any]]) -> str:
-    """Headline verdicts of the family's claims (``verdict`` when present, else from ``held``)."""
+    """Headline verdicts of the family's claims: one entry per claim (``claim_verdict`` over its
+    settings when present, else ``verdict``, else from ``held``); theorem checks and accounting
+    identities apart, as they are not findings; vacuous claims say that the attack learns nothing."""
     by: dict[str, list[str]] = {}
+    checks: dict[str, list[str]] = {}
+    seen: set[Any] = set()
     for c in claim_records:
-        if c.get("family") != family:
+        key = c.get("claim_id", c["claim"])
+        if c.get("family") != family or key in seen:
             continue
-        v = c.get("verdict") or {True: "held", False: "not held", None: "not run"}[c.get("held")]
-        by.setdefault(str(v), []).append(str(c["claim"]))
-    if not by:
+        seen.add(key)
+        v = c.get("claim_verdict") or c.get("verdict") or {True: "held", False: "not held", None: "not run"}[c.get("held")]
+        name = str(c["claim"]) + (f" ({c['where']})" if c.get("where") else "")
+        kind = str(c.get("kind", "measured"))
+        (checks if kind in ("theorem check", "accounting identity") else by).setdefault(
+            f"{v}, {kind}" if kind != "measured" else str(v), []).append(name)
+    if not by and not checks:
         return "No headline claim configured for this family."
-    return "Verdicts — " + "; ".join(f"**{v}**: {', '.join(names)}" for v, names in by.items()) + \
-        " ([paper vs ours](#paper-vs-ours))."
+
+    def label(v: str) -> str:
+        return "vacuous (the attack learns nothing on this data)" if v == "vacuous" else v
+
+    text = "Verdicts — " + "; ".join(f"**{label(v)}**: {', '.join(names)}" for v, names in by.items()) if by else "Verdicts — none"
+    if checks:
+        text += ". Not findings — " + "; ".join(f"**{v}**: {', '.join(names)}" for v, names in checks.items())
+    return text + " ([paper vs ours](#paper-vs-ours))."
 
 
 def summary_section(cfg: Config, family: str, rows: list[dict[str, Any]], claim_records: list[dict[str, Any]],
                     level: int = 2) -> list[str]:
-    """The short answer for one family: question, best mechanism per privacy level, references,
-    verdicts and links; at most 13 lines."""
+    """The short answer for one family: question, best mechanism per privacy level (each row's
+    utility against the sweep's best data-free reference, :func:`tasks.report_references.utility_outcomes`),
+    what the attacker scale means, references, verdicts and links; at most 13 lines."""
+    from tasks.report_references import utility_outcomes
     from tasks.report_tables import markdown_table as _markdown
 
     hashes = "#" * level
@@ -241,11 +338,18 @@ def summary_section(cfg: Config, family: str, rows: list[dict[str, Any]], claim_
     if h is None:
         lines += [f"{question} No evaluated sweep reports both a utility and an attacker metric yet.", ""]
     else:
-        header, body, mode = summary_table(h, groups)
+        outcomes = utility_outcomes(cfg, family, h["sweep"], h["utility"], rows,
+                                    "higher" if utility_sign(h["utility"]) > 0 else "lower")
+        header, body, mode = summary_table(h, groups, outcomes)
         how = "best utility at each ε" if mode == "epsilon" else "Pareto frontier: best utility at each level of leakage"
         refs = references_text(h, groups, metric_reference_values(cfg, family, h))
-        lines += [f"{question} Sweep `{h['sweep']}`, {how}. {refs}", "",
-                  _markdown(header, body).rstrip("\n"), ""]
+        nothing = (f"**The attack learns nothing on this data**: no release's `{h['attack']}` beats its data-free "
+                   "control." if attack_learns_nothing(h, groups) else "")
+        marks = ("*= data-free*: the utility does not beat the best data-free reference of the sweep (paired "
+                 "per-seed test)." if any(m in cell for row in body for cell in row
+                                          for m in DATA_FREE_MARKS.values() if m) else "")
+        text = " ".join(t for t in (question, f"Sweep `{h['sweep']}`, {how}.", scale_text(h), nothing, marks, refs) if t)
+        lines += [text, "", _markdown(header, body).rstrip("\n"), ""]
     lines += [f"{verdicts_line(family, claim_records)} Details: [{family}.md]({family}.md), "
               f"figure `figures/{family}-pareto.png`, all numbers `tables/{family}.csv`.", ""]
     return lines

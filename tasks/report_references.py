@@ -142,3 +142,22 @@ def reference_notes(rows: list[dict[str, Any]], metrics: Iterable[str], refs: Ma
         if guesses:
             parts.append(f"data-free attackers on `{m}` (mean over the cells): {', '.join(guesses)}")
     return ("Data-free references — " + "; ".join(parts) + ".") if parts else ""
+
+
+def utility_outcomes(cfg: Config, family: str, sweep: str, metric: str, rows: list[dict[str, Any]],
+                     better: str) -> dict[str, str]:
+    """Cell of ``sweep`` → whether its ``metric`` ``beats``, ``loses`` to or is ``indistinguishable``
+    from the best data-free reference of the sweep (:func:`tasks.verdicts.beats_data_free`): the
+    family's data-free cells and those ``report.data_free`` selects for the sweep, and the metric's
+    metric-level reference (:func:`metric_references`: a companion metric or a constant), with the
+    entries' ``exclude`` and ``match``. Cells with no reference to compare are absent."""
+    from tasks.verdicts import beats_data_free
+
+    entries = [e for e in cfg.report.data_free if e.sweep == sweep]
+    references = [*family_declarations(family)[0], *(sel for e in entries for sel in e.references)]
+    ref = metric_references(cfg, family, [sweep]).get(metric)
+    companions = {} if ref is None else {metric: ref.value}
+    exclude = [sel for e in entries for sel in e.exclude]
+    match = list(dict.fromkeys(k for e in entries for k in e.match))
+    judged = beats_data_free(rows, sweep, references, {metric: better}, exclude, companions, match)
+    return {j["cell"]: j["outcome"] for j in judged}

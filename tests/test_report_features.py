@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tasks.report import claims_section, frontier_points, frontier_summary, loglog_slope, plot_frontier, y_at
+from tasks.report import frontier_points, frontier_summary, loglog_slope, plot_frontier, y_at
+from tasks.report_claims import claims_section
 from veilbench.config import FrontierConfig, validate_config
 from veilbench.validation import ValidationError
 from tests.conftest import tiny_params
@@ -92,9 +93,9 @@ def test_claims_table_holds_fails_and_reports_missing_runs() -> None:
 
 
 @pytest.mark.parametrize("claim, message", [
-    (_claim(ours={"sweep": "nope", "cell": "x", "metric": "m"}), "report.claims.0.ours.sweep"),
-    (_claim(ours={"sweep": "ss", "cell": "epsilon=99.0", "metric": "m"}), "report.claims.0.ours.cell"),
-    (_claim(than={"sweep": "ss", "cell": "bad", "metric": "m"}), "report.claims.0.than.cell"),
+    (_claim(over="n_parties"), "report.claims.0.over: 'n_parties' is not an option of cell 'epsilon=8.0'"),
+    (_claim(ours={"frontier": "ss-frontier", "curve": "c", "stat": "slope"}, over="epsilon"), "report.claims.0.over"),
+    (_claim(kind="finding"), "report.claims.0.kind"),
     (_claim(op="=="), "report.claims.0.op"),
     (_claim(tolerance=-1.0), "report.claims.0.tolerance"),
 ])

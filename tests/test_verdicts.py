@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from tasks.report import claims_section
+from tasks.report_claims import claims_section
 from tasks.verdicts import (
     Estimate,
     beats_data_free,
@@ -314,8 +314,8 @@ def test_claims_table_carries_verdict_data_free_value_and_the_test() -> None:
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"report": {"claims": [_claim(data_free=[{"sweep": "ss", "cell": "nope", "metric": "m"}])]}},
-     r"report\.claims\.0\.data_free\.0\.cell"),
+    ({"report": {"claims": [_claim(premise={"sweep": "ss", "cell": "epsilon=8.0", "metric": "utility_a"})]}},
+     r"report\.claims\.0\.premise\.metric: a premise is an attacker advantage"),
     ({"report": {"claims": [_claim(kind="identity")]}}, r"report\.claims\.0\.kind"),
     ({"report": {"data_free": [{"sweep": "nope", "references": ["x"], "metrics": {"m": "higher"}}]}},
      r"report\.data_free\.0\.sweep"),

@@ -263,13 +263,22 @@ class ClaimConfig(_Strict):
     ``ours`` is the measured value (a cell metric, or a frontier's slope / value at its mark); the
     claim is ``ours <op> factor · than`` (``than`` a number or another reference), with
     ``tolerance`` for ``~`` (|ours − factor · than| ≤ tolerance). It is judged *held*, *not held*
-    or *inconclusive* on the paired per-seed differences with one-sided 95% t bounds
+    or *inconclusive* on the paired per-seed differences with one-sided 95% t bounds, *held* only
+    when the Holm-adjusted p-value over the family's findings is ≤ α as well
     (``tasks/verdicts.py``). ``data_free`` lists what releases or attackers that never read the
     data would put in ``ours``' place (cell metrics, frontier curves, numbers): when one of them
     also satisfies the claim, the claim is *trivial*. ``kind: accounting_identity`` marks a claim
-    true by construction of a formula (no sampling): *trivial* when it holds. ``paper`` is the
-    paper's own statement or number, shown labelled as the paper's; ``why_not`` is shown only
-    when the claim is not held."""
+    true by construction of a formula (no sampling): *trivial* when it holds; ``kind:
+    theorem_check`` a property every release has, data-free ones included (judged, not counted as
+    a finding). ``over`` names an option of ``ours``' cell (e.g. ``n_parties``, ``d_tilde``,
+    ``epsilon``): the claim is judged at every value of it that the sweep holds, each reference
+    whose cell sets that option moved to the same value. ``premise`` is an attacker advantage
+    (``*_advantage``) that must beat its data-free control for the claim to be judged (else
+    *vacuous*); a claim whose ``ours`` and ``than`` are both advantages gets one automatically (the
+    side the claim says leaks more). ``paper`` is the paper's own statement or number, shown
+    labelled as the paper's; ``why_not`` is shown only when the claim is not held. A referenced
+    sweep or cell that is not in the params file leaves the claim *not evaluated* (a warning,
+    :meth:`Config.missing_claim_cells`), never an error: grids can be edited freely."""
 
     family: str
     claim: str
@@ -280,12 +289,31 @@ class ClaimConfig(_Strict):
     than: float | MetricRef | FrontierRef
     factor: float = Field(1.0, gt=0.0, description="compare with factor · than (e.g. 0.16 for '84% less')")
     tolerance: float = Field(0.0, ge=0.0)
-    kind: Literal["measured", "accounting_identity"] = Field(
-        "measured", description="accounting_identity: true by construction of a formula, labelled as such")
+    kind: Literal["measured", "accounting_identity", "theorem_check"] = Field(
+        "measured", description="accounting_identity: true by construction of a formula; theorem_check: a property "
+                                "every release has (data-free ones too): judged, not counted as a finding")
     data_free: list[float | MetricRef | FrontierRef] = Field(
         default_factory=list, description="values data-free releases/attackers put in ours' place; if one satisfies "
                                           "the claim too, the claim is trivial")
+    over: str | None = Field(None, description="an option of ours' cell: judge the claim at every value the sweep holds")
+    premise: MetricRef | None = Field(
+        None, description="an attacker advantage (*_advantage) that must beat its control (lower bound > 0) for the "
+                          "claim to be judged; automatic when ours and than are both advantages")
     why_not: str = ""
+
+    @field_validator("premise")
+    @classmethod
+    def _premise_is_an_advantage(cls, v: MetricRef | None) -> MetricRef | None:
+        if v is not None and not v.metric.endswith("_advantage"):
+            raise ValueError(f"metric: a premise is an attacker advantage over its control (a metric named "
+                             f"*_advantage), got {v.metric!r}")
+        return v
+
+    def metric_refs(self) -> list[tuple[str, MetricRef]]:
+        """(field, reference) of every cell metric the claim reads: ours, than, data_free.<j>, premise."""
+        refs = [("ours", self.ours), ("than", self.than),
+                *((f"data_free.{j}", d) for j, d in enumerate(self.data_free)), ("premise", self.premise)]
+        return [(f, r) for f, r in refs if isinstance(r, MetricRef)]
 
 
 class DataFreeConfig(_Strict):
@@ -370,24 +398,26 @@ class Config(_Strict):
                 problems.append(f"report.crossfamily_sweeps: {sweep!r} is not in sweeps ({sorted(self.sweeps)})")
         frontiers = {f.name: f for f in self.report.frontiers}
         for i, claim in enumerate(self.report.claims):
-            refs = [("ours", claim.ours)] + [(f, r) for f, r in (("than", claim.than),
-                                                                 *((f"data_free.{j}", d) for j, d in enumerate(claim.data_free)))
-                                             if isinstance(r, MetricRef | FrontierRef)]
+            refs = [(f, r) for f, r in (("ours", claim.ours), ("than", claim.than),
+                                        *((f"data_free.{j}", d) for j, d in enumerate(claim.data_free)))
+                    if isinstance(r, FrontierRef)]
             for field, ref in refs:
-                if isinstance(ref, FrontierRef):
-                    fr = frontiers.get(ref.frontier)
-                    if fr is None:
-                        problems.append(f"report.claims.{i}.{field}.frontier: {ref.frontier!r} is not in report.frontiers "
-                                        f"({sorted(frontiers)})")
-                    elif ref.stat == "slope" and not fr.fit_loglog:
-                        problems.append(f"report.claims.{i}.{field}.stat: 'slope' needs fit_loglog: true on {ref.frontier!r}")
-                    elif ref.stat == "y_at_mark" and fr.mark_x is None:
-                        problems.append(f"report.claims.{i}.{field}.stat: 'y_at_mark' needs mark_x on {ref.frontier!r}")
-                elif ref.sweep not in self.sweeps:
-                    problems.append(f"report.claims.{i}.{field}.sweep: {ref.sweep!r} is not in sweeps ({sorted(self.sweeps)})")
-                elif ref.cell not in self.sweeps[ref.sweep].expand():
-                    problems.append(f"report.claims.{i}.{field}.cell: {ref.cell!r} is not a cell of {ref.sweep!r} "
-                                    f"({_few(list(self.sweeps[ref.sweep].expand()))})")
+                fr = frontiers.get(ref.frontier)
+                if fr is None:
+                    problems.append(f"report.claims.{i}.{field}.frontier: {ref.frontier!r} is not in report.frontiers "
+                                    f"({sorted(frontiers)})")
+                elif ref.stat == "slope" and not fr.fit_loglog:
+                    problems.append(f"report.claims.{i}.{field}.stat: 'slope' needs fit_loglog: true on {ref.frontier!r}")
+                elif ref.stat == "y_at_mark" and fr.mark_x is None:
+                    problems.append(f"report.claims.{i}.{field}.stat: 'y_at_mark' needs mark_x on {ref.frontier!r}")
+            if claim.over is not None:
+                if not isinstance(claim.ours, MetricRef):
+                    problems.append(f"report.claims.{i}.over: needs ours to be a cell metric (sweep, cell, metric), "
+                                    "not a frontier")
+                elif (options := self.sweeps[claim.ours.sweep].expand().get(claim.ours.cell)
+                      if claim.ours.sweep in self.sweeps else None) is not None and claim.over not in options:
+                    problems.append(f"report.claims.{i}.over: {claim.over!r} is not an option of cell "
+                                    f"{claim.ours.cell!r} of {claim.ours.sweep!r} ({_few(sorted(options))})")
         for i, entry in enumerate(self.report.data_free):
             if entry.sweep not in self.sweeps:
                 problems.append(f"report.data_free.{i}.sweep: {entry.sweep!r} is not in sweeps ({sorted(self.sweeps)})")
@@ -401,6 +431,23 @@ class Config(_Strict):
         if problems:
             raise ValueError("; ".join(problems))
         return self
+
+    def missing_claim_cells(self) -> dict[int, list[str]]:
+        """Claim index → what it names that this params file does not hold (a sweep, or a cell of
+        a sweep), one line each (``report.claims.<i>.<field>: …``). Such a claim is reported as
+        not evaluated: a grid edit that drops a claim's cell is allowed, and ``validate`` and the
+        report warn about it."""
+        out: dict[int, list[str]] = {}
+        for i, claim in enumerate(self.report.claims):
+            for field, ref in claim.metric_refs():
+                if ref.sweep not in self.sweeps:
+                    why = f"sweep {ref.sweep!r} is not in this params file ({_few(sorted(self.sweeps))})"
+                elif ref.cell not in (cells := self.sweeps[ref.sweep].expand()):
+                    why = f"cell {ref.cell!r} is not in this grid of {ref.sweep!r} ({_few(list(cells))})"
+                else:
+                    continue
+                out.setdefault(i, []).append(f"report.claims.{i}.{field}: {why}")
+        return out
 
     def family_params(self, sweep: str, cell: str) -> Any:
         """The validated family ``Params`` object of ``cell`` in ``sweep``."""
@@ -422,7 +469,7 @@ def _format(exc: PydanticError, prefix: str = "") -> list[str]:
             msg = f"{msg}; got {err.get('input')!r}"
         elif err["type"] in ("literal_error", "enum"):
             msg = f"{msg}; got {err.get('input')!r}"
-        out.append(f"{loc}: {msg}")
+        out.append(f"{loc}: {msg}" if loc else msg)  # a model-level message names its own keys
     return out
 
 
