@@ -276,3 +276,42 @@ def test_row_adam_segments_merge_only_whole_blocks():
     assert opt.segments(1, 3) == [(5, 15), (22, 36)]
     with pytest.raises(ValidationError, match="row_sizes"):
         RowStackedAdam(torch.zeros(35), torch.zeros(35), 3, [5, 7], 1e-3)
+
+
+TINY = {"clients": 2, "records_per_client": 60, "recon_epochs": 1, "align_epochs": 1, "n_clusters": 2, "repeats": 1}
+
+
+@pytest.fixture
+def bench(monkeypatch):
+    from tests.benchmark_run import ROOT, load_benchmark
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))  # the script imports its sibling ``measure``
+    return load_benchmark("bench_gca_tabular.py")
+
+
+def test_benchmark_federation_is_the_adult_like_split(bench):
+    fed = bench.build_federation(3, 50, seed=1)
+    assert [c.shape for c in fed.clients] == [(50, 14)] * 3
+    assert set(np.unique(fed.y_test)) == {0, 1}
+    train = np.vstack(fed.clients)
+    assert np.allclose(train.mean(0), 0.0, atol=1e-5)  # standardised on the training normals
+    assert not (fed.x_test[:, None, :] == train[None, :, :]).all(-1).any()  # no training record is tested
+    with pytest.raises(ValueError, match="records_per_client"):
+        bench.build_federation(20, 10**5, seed=1)
+
+
+def test_benchmark_times_both_engines_on_one_trajectory(bench, tmp_path, monkeypatch):
+    """A shrunk quick run through ``main``: both engines' rows with every phase, the stacked engine
+    identical to the sequential one, the quick file written where asked and never citable."""
+    monkeypatch.setitem(bench.MODES, "quick", TINY)
+    out = tmp_path / "gca_tabular.json"
+    report = bench.main(["--quick", "--out", str(out)])
+    assert out.is_file() and report["mode"] == "quick" and not report["summary"]["citable"]
+    rows = {r["engine"]: r for r in report["rows"]}
+    assert set(rows) == {"sequential", "stacked"}
+    for row in rows.values():
+        assert row["clients"] == 2 and row["client_steps_per_round"] == 2 * 2 * 2  # (1 + 1) epochs x 2 batches
+        assert all(row["phase_cpu_seconds"][p] > 0 for p in ("reconstruction", "alignment", "evaluation"))
+        assert row["unit_cpu_seconds"] > 0
+    assert report["summary"]["identical_to_sequential"] and rows["stacked"]["max_abs_diff_vs_sequential"] == 0.0
+    assert rows["sequential"]["training_speedup_vs_sequential"] == 1.0
