@@ -177,11 +177,12 @@ def sequential_step_unit(fed, cfg, seed: int):
     """The unit: one sequential reconstruction step (one client's first B records) on a scratch copy."""
     from veilbench.gca.federation import initial_model, make_optimizer
     from veilbench.gca.training import reconstruction_epoch
+    from veilbench.random import stream
 
     model = initial_model(fed.spec, seed)
     opt = make_optimizer(model.parameters(), cfg)
     xb = fed.tensors()[0][0][: cfg.batch_size]
-    rng = np.random.default_rng(seed)
+    rng = stream(seed, "bench.gca-tabular-unit")  # the one batch's order: immaterial to the timing
     return lambda: reconstruction_epoch(model, opt, xb, cfg.batch_size, rng)
 
 

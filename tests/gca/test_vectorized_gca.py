@@ -218,6 +218,7 @@ def _conv():
      "xs\\[1\\]"),
     (lambda e, xs, mu, w: e.alignment_epoch(xs, mu[:, :3], w, np.random.default_rng(0)), "mu"),
     (lambda e, xs, mu, w: e.alignment_epoch(xs, mu, w[:2], np.random.default_rng(0)), "w"),
+    (lambda e, xs, mu, w: e.alignment_epoch(xs, mu.double(), w, np.random.default_rng(0)), "mu"),
     (lambda e, xs, mu, w: e.client_reconstruction_epoch(3, xs[0], np.random.default_rng(0)), "i"),
     (lambda e, xs, mu, w: e.load_state_dict({**e.state_dict(), "params": e.state_dict()["params"][:2]}),
      "state\\['params'\\]"),

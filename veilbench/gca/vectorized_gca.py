@@ -59,6 +59,12 @@ STATE_GROUPS = ("reconstruction", "alignment")
 class StackedGCAClients:
     """C clients' tabular AEs and their two persistent Adam + StepLR optimisers, stacked (module doc).
 
+    With ``models[i]``, ``rec[i] = make_optimizer(models[i].parameters(), cfg)`` and
+    ``al[i] = make_optimizer(models[i].encoder.parameters(), cfg)`` kept by a sequential loop,
+    :meth:`reconstruction_epoch` is ``for i: reconstruction_epoch(models[i], rec[i], xs[i], B, rng)``,
+    :meth:`alignment_epoch` is ``for i: alignment_epoch(models[i], al[i], xs[i], mu, w, B, rng)`` and
+    :meth:`client_reconstruction_epoch` is one client's ``reconstruction_epoch``, to the bit.
+
     ``models``: the clients' initial AEs (list of C :func:`~veilbench.gca.models.tabular_ae`
     modules of one ``d_x``; copied, never modified); ``cfg``: the run's :class:`FedConfig`
     (``batch_size``, ``lr``, ``lr_step_size``, ``lr_gamma``, ``lr_step_unit`` are read).
@@ -120,11 +126,12 @@ class StackedGCAClients:
         and weights ``w`` ``(K,)`` (float32 tensors, constants); returns the steps, ``(C,)`` int64."""
         torch = self._torch
         mu, w = torch.as_tensor(mu), torch.as_tensor(w)
-        if mu.dim() != 2 or mu.shape[0] < 1 or mu.shape[1] != self.spec.latent_dim:
-            raise ValidationError(f"mu: expected (K, {self.spec.latent_dim}) centroids with K >= 1, got "
-                                  f"{tuple(mu.shape)}")
-        if w.shape != (mu.shape[0],):
-            raise ValidationError(f"w: expected one weight per centroid, shape ({mu.shape[0]},), got {tuple(w.shape)}")
+        if mu.dim() != 2 or mu.shape[0] < 1 or mu.shape[1] != self.spec.latent_dim or mu.dtype != torch.float32:
+            raise ValidationError(f"mu: expected float32 (K, {self.spec.latent_dim}) centroids with K >= 1, got "
+                                  f"{mu.dtype} {tuple(mu.shape)}")
+        if w.shape != (mu.shape[0],) or w.dtype != torch.float32:
+            raise ValidationError(f"w: expected float32 weights, one per centroid ({mu.shape[0]},), got "
+                                  f"{w.dtype} {tuple(w.shape)}")
         return self._epoch(xs, rng, "alignment", (mu, w))
 
     def client_reconstruction_epoch(self, i: int, x, rng: np.random.Generator) -> int:
@@ -196,7 +203,9 @@ class StackedGCAClients:
     # ------------------------------------------------------------ state
 
     def models(self) -> list:
-        """The clients' AEs (``nn.Module``, client order), their parameters views of the stacked buffer."""
+        """The clients' AEs (``nn.Module``, client order), their parameters views of the stacked buffer:
+        they follow later training (copy :func:`~veilbench.gca.training.flat_params` into a fresh
+        module to freeze or export one; a deep copy or pickle of one of them carries the whole buffer)."""
         return list(self._modules)
 
     def state_dict(self) -> dict:
