@@ -65,15 +65,19 @@ class StackedAdam:
         self._sched_steps = 0
 
     def step(self, segments: list[tuple[int, int]] | None = None) -> None:
+        self.t += 1.0
+        self._update(segments or [(0, self.param.numel())], self.t, self.lr)
+        if self.unit == "step":
+            self._schedule()
+
+    def _update(self, segments: list[tuple[int, int]], t: float, lr: float) -> None:
+        """One Adam update of the flat ranges ``segments`` at step count ``t`` and learning rate ``lr``."""
         import torch
 
         beta1, beta2 = BETAS
-        self.t += 1.0
-        step_size = (self.lr / (1 - beta1**self.t)) * -1
-        bias_correction2_sqrt = (1 - beta2**self.t) ** 0.5
-        n = self.param.numel()
-        chunks = [(lo, min(lo + self.chunk, end)) for start, end in (segments or [(0, n)])
-                  for lo in range(start, end, self.chunk)]
+        step_size = (lr / (1 - beta1**t)) * -1
+        bias_correction2_sqrt = (1 - beta2**t) ** 0.5
+        chunks = [(lo, min(lo + self.chunk, end)) for start, end in segments for lo in range(start, end, self.chunk)]
         for lo, hi in chunks:
             p, g = self.param[lo:hi], self.grad[lo:hi]
             m, v, d = self.exp_avg[lo:hi], self.exp_avg_sq[lo:hi], self._tmp[: hi - lo]
@@ -84,8 +88,6 @@ class StackedAdam:
             d.div_(bias_correction2_sqrt)
             d.add_(EPS)
             p.addcdiv_(m, d, value=step_size)
-        if self.unit == "step":
-            self._schedule()
 
     def end_epoch(self) -> None:
         if self.unit == "epoch":
@@ -95,3 +97,77 @@ class StackedAdam:
         self._sched_steps += 1
         if self._sched_steps % self.step_size == 0:
             self.lr = self.lr * self.gamma
+
+
+class RowStackedAdam:
+    r"""Adam + StepLR over ``rows`` stacked copies of a model, each row with its own step count and lr.
+
+    ``param``/``grad`` ``(rows·P,)`` have :class:`~veilbench.gca.vectorized.StackedBuffer`'s layout:
+    parameter block j (``row_sizes[j]`` = :math:`n_j` elements per row) is
+    ``[rows·o_j, rows·(o_j + n_j))``, :math:`o_j = \sum_{i<j} n_i`, row r at ``rows·o_j + r·n_j``.
+    Row r keeps the state of an independent ``torch.optim.Adam(foreach=True)`` + StepLR on that
+    row's parameters: step count :math:`t_r`, learning rate :math:`\eta_r` and scheduler count
+    (:attr:`steps`, :attr:`lrs`, :attr:`scheduler_steps`, all ``(rows,)``). ``step(lo, hi)`` moves
+    rows ``lo..hi-1`` by one Adam step each, at its own :math:`t_r + 1` and :math:`\eta_r`
+    (bias corrections :math:`1-\beta_{1,2}^{t_r+1}` per row), applying :class:`StackedAdam`'s
+    kernel once per run of consecutive rows with equal :math:`(t_r, \eta_r)`; other rows keep
+    their parameters, moments and counts. ``end_epoch(lo, hi)`` ends an epoch of those rows.
+    """
+
+    def __init__(self, param, grad, rows: int, row_sizes: list[int], lr: float, step_size: int = 1000,
+                 gamma: float = 0.1, unit: Literal["epoch", "step"] = "epoch", chunk: int = CHUNK) -> None:
+        import numpy as np
+
+        self.rows, self.row_sizes = int(rows), [int(n) for n in row_sizes]
+        if self.rows < 1 or min(self.row_sizes, default=0) < 1 or self.rows * sum(self.row_sizes) != param.numel():
+            raise ValidationError(f"row_sizes: {rows} rows of blocks {row_sizes} must tile the {param.numel()} "
+                                  f"elements of param")
+        self._flat = StackedAdam(param, grad, lr, step_size, gamma, unit, chunk)
+        self.offsets = np.concatenate([[0], np.cumsum(self.row_sizes)[:-1]]).astype(np.int64) * self.rows
+        self.steps = np.zeros(self.rows)  # t_r: float as torch keeps it
+        self.lrs = np.full(self.rows, float(lr))
+        self.scheduler_steps = np.zeros(self.rows, dtype=np.int64)
+
+    @property
+    def exp_avg(self):
+        return self._flat.exp_avg
+
+    @property
+    def exp_avg_sq(self):
+        return self._flat.exp_avg_sq
+
+    def segments(self, lo: int, hi: int) -> list[tuple[int, int]]:
+        """Flat ranges of rows ``lo..hi-1`` in every block, adjacent ranges merged (all rows: one range)."""
+        out: list[tuple[int, int]] = []
+        for start, n in zip(self.offsets, self.row_sizes):
+            a, b = int(start + lo * n), int(start + hi * n)
+            if out and out[-1][1] == a:
+                out[-1] = (out[-1][0], b)
+            else:
+                out.append((a, b))
+        return out
+
+    def step(self, lo: int = 0, hi: int | None = None) -> None:
+        hi = self.rows if hi is None else int(hi)
+        self.steps[lo:hi] += 1.0
+        start = lo
+        for r in range(lo + 1, hi + 1):
+            if r == hi or self.steps[r] != self.steps[start] or self.lrs[r] != self.lrs[start]:
+                self._flat._update(self.segments(start, r), float(self.steps[start]), float(self.lrs[start]))
+                start = r
+        if self._flat.unit == "step":
+            self._schedule(lo, hi)
+
+    def end_epoch(self, lo: int = 0, hi: int | None = None) -> None:
+        if self._flat.unit == "epoch":
+            self._schedule(lo, self.rows if hi is None else int(hi))
+
+    def _schedule(self, lo: int, hi: int) -> None:
+        for r in range(lo, hi):
+            self.scheduler_steps[r] += 1
+            if self.scheduler_steps[r] % self._flat.step_size == 0:
+                self.lrs[r] = float(self.lrs[r]) * self._flat.gamma
+
+    def block_views(self, flat) -> list:
+        """``flat`` ``(rows·P,)`` in this layout as one ``(rows, n_j)`` view per block."""
+        return [flat[int(o): int(o) + self.rows * n].view(self.rows, n) for o, n in zip(self.offsets, self.row_sizes)]

@@ -165,23 +165,39 @@ class StackedGradient:
         torch = self._torch
         if out is None:
             out = [p.new_empty(p.shape) for p in params]
-        outs, dins = self._workspace(xb.shape[0], xb.shape[1], xb)
         with torch.no_grad():
-            hs, h = [xb], xb
-            for k, relu in enumerate(self.plan):
-                h = torch.baddbmm(params[2 * k + 1][:, None, :], h, params[2 * k].transpose(1, 2), out=outs[k])
-                if relu:
-                    h = h.relu_()
-                hs.append(h)
-            delta = h.sub_(xb).mul_((2.0 * wb)[:, :, None])  # (f(x) - x) 2w in place: the output is not read again
-            for k in range(len(self.plan) - 1, -1, -1):
-                torch.bmm(delta.transpose(1, 2), hs[k], out=out[2 * k])
-                torch.sum(delta, 1, out=out[2 * k + 1])
-                if k > 0:
-                    delta = torch.bmm(delta, params[2 * k], out=dins[k])
-                    if self.plan[k - 1]:  # ReLU backward: delta where the output is > 0 (autograd's kernel)
-                        torch.ops.aten.threshold_backward.grad_input(delta, hs[k], 0.0, grad_input=delta)
+            hs = self.forward(params, xb, len(self.plan))
+            delta = hs[-1].sub_(xb).mul_((2.0 * wb)[:, :, None])  # (f(x) - x) 2w in place: the output is not read again
+            self.backward(params, hs, delta, out)
         return out
+
+    def forward(self, params: list, xb, layers: int) -> list:
+        """The MLP's first ``layers`` Linear layers (with their ReLUs) on ``xb`` ``(C, B, d_x)``,
+        no autograd: ``[xb, h_1, ..., h_layers]``, :math:`h_k` ``(C, B, width_k)`` in the reused
+        workspace (valid until the next pass of the same shape)."""
+        torch = self._torch
+        outs, _ = self._workspace(xb.shape[0], xb.shape[1], xb)
+        hs, h = [xb], xb
+        for k in range(layers):
+            h = torch.baddbmm(params[2 * k + 1][:, None, :], h, params[2 * k].transpose(1, 2), out=outs[k])
+            if self.plan[k]:
+                h = h.relu_()
+            hs.append(h)
+        return hs
+
+    def backward(self, params: list, hs: list, delta, out: list) -> None:
+        """Gradients of the first ``len(hs) - 1`` layers from :math:`\\delta = \\partial L/\\partial h_{last}`
+        ``(C, B, width)`` (overwritten), with ``hs`` from :meth:`forward`: layer k's weight and bias
+        gradients into ``out[2k]``, ``out[2k + 1]`` (class doc)."""
+        torch = self._torch
+        _, dins = self._workspace(delta.shape[0], delta.shape[1], delta)
+        for k in range(len(hs) - 2, -1, -1):
+            torch.bmm(delta.transpose(1, 2), hs[k], out=out[2 * k])
+            torch.sum(delta, 1, out=out[2 * k + 1])
+            if k > 0:
+                delta = torch.bmm(delta, params[2 * k], out=dins[k])
+                if self.plan[k - 1]:  # ReLU backward: delta where the output is > 0 (autograd's kernel)
+                    torch.ops.aten.threshold_backward.grad_input(delta, hs[k], 0.0, grad_input=delta)
 
     def _func_grads(self):
         from torch.func import functional_call, grad, vmap
