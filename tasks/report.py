@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -318,6 +318,59 @@ def _metric_key(*parts: str) -> str:
     return "/".join(re.sub(r"[^A-Za-z0-9_.\-/ ]", "_", p) for p in parts)
 
 
+def _seeds(row: dict[str, Any]) -> list[dict[str, float]]:
+    """A cell row's per-seed metrics (its means when it stores none)."""
+    return list((row.get("per_seed") or {}).values()) or [{k: v["mean"] for k, v in row["summary"].items()}]
+
+
+PRIVATE_MARKER = "privacy_noise_audit_flagged"
+"""A cell is private (claims a finite ε > 0 for a noisy release) when it reports the white-box audit."""
+
+#: The audits summarised in ``index.md`` over the private cells: (label, the cell's per-seed "decidable"
+#: metric (power ≥ 95 % against half the noise; its presence marks an audited cell), per-seed "flagged"
+#: test, the power metrics).
+AUDITS: tuple[tuple[str, str, Callable[[dict[str, float]], bool], dict[str, str]], ...] = (
+    ("white-box noise audit", "privacy_noise_audit_decidable", lambda m: m["privacy_noise_audit_flagged"] > 0,
+     {"σ/2": "privacy_noise_audit_power_half_sigma", "0.8σ": "privacy_noise_audit_power_08_sigma"}),
+    ("black-box audit", "privacy_audit_decidable",
+     lambda m: m.get("privacy_epsilon_lower_bound", -math.inf) > m.get("privacy_epsilon_claimed", math.inf),
+     {"half the noise": "privacy_audit_power_half_noise"}),
+    ("black-box audit of one DP-FedAvg round", "privacy_audit_decidable_round",
+     lambda m: m.get("privacy_epsilon_lower_bound_round", -math.inf) > m.get("privacy_epsilon_claimed_round", math.inf),
+     {"half the noise": "privacy_audit_power_half_noise_round"}),
+)
+
+
+def audit_lines(family: str, rows: list[dict[str, Any]]) -> list[str]:
+    """The family's line of the *Privacy audits* section of ``index.md`` (after the family summaries,
+    which stay at the top): per audit of :data:`AUDITS` (white-box, :mod:`veilbench.privacy.noise_audit`;
+    black-box, :mod:`veilbench.privacy.audit`), the private cells it audited, how many are decidable in
+    every seed (the cell's own ``*_decidable``: power ≥ 95 % against half the noise), how many are
+    flagged in some seed, and the weakest power over cells and seeds."""
+    cells = [_seeds(r) for r in rows if r["family"] == family]
+    private = [ms for ms in cells if any(PRIVATE_MARKER in m for m in ms)]
+    parts = []
+    for label, decidable_metric, flagged, powers in AUDITS:
+        audited = [[m for m in ms if decidable_metric in m] for ms in private]
+        audited = [ms for ms in audited if ms]
+        if not audited:
+            continue
+        decidable = sum(all(m[decidable_metric] == 1.0 for m in ms) for ms in audited)
+        n_flagged = sum(any(flagged(m) for m in ms) for ms in audited)
+        power = {k: [m[name] for ms in audited for m in ms if name in m] for k, name in powers.items()}
+        weakest = ", ".join(f"{min(v):.3f} against {k}" for k, v in power.items() if v)
+        parts.append(f"{label}: {len(audited)} audited, {decidable} decidable, {n_flagged} flagged; "
+                     f"weakest power {weakest}")
+    if not parts:
+        return [f"- **{family}**: no cell claims differential privacy; nothing to audit."]
+    return [f"- **{family}**: {len(private)} private cell(s); " + "; ".join(parts) + "."]
+
+
+LEDGER_COLUMNS = ["dataset", "sweep", "cell", "seed", "mechanism", "adjacency", "epsilon", "delta", "count",
+                  "noise_multiplier", "delta_achieved", "record_noise_multiplier", "epsilon_record", "epsilon_rdp"]
+"""Columns of ``reports/privacy_ledger.csv`` (:meth:`veilbench.privacy.ledger.LedgerEntry.as_dict`)."""
+
+
 def ledger_section(cfg: Config, root: Path) -> tuple[list[str], list[dict[str, Any]], dict[str, Any]]:
     """Markdown lines, ledger rows and, per deployment (dataset, sweep, cell), what one seed's run spends."""
     from veilbench.privacy.ledger import LedgerEntry, compose
@@ -336,11 +389,16 @@ def ledger_section(cfg: Config, root: Path) -> tuple[list[str], list[dict[str, A
     for e in entries:
         k = (e.dataset, e.sweep, e.cell)
         worst[k] = max(worst.get(k, 0.0), e.delta_achieved / e.delta if e.delta > 0 else math.inf)
-    header = ["dataset", "sweep", "cell", "releases", "z_eff = σ/Δ", "ε (PLD) at δ", "ε (basic)",
-              "δ achieved / target"]
-    md = [[c.dataset, c.sweep, c.cell, str(c.n_releases),
-           "—" if c.noise_multiplier is None else f"{c.noise_multiplier:.4g}", f"{c.epsilon:.4g} at δ = {c.delta:.3g}",
-           f"{c.epsilon_basic:.4g}", f"{worst[k]:.3g}"] for k, c in sorted(totals.items())]
+
+    def opt(v: float | None) -> str:
+        return "—" if v is None else f"{v:.4g}"
+
+    header = ["dataset / sweep", "cell", "adjacency", "releases (z_eff = σ/Δ)", "ε (PLD) at δ; other accountant",
+              "ε record-level (same σ)", "ε (basic)", "δ achieved / target"]
+    md = [[f"{c.dataset} / {c.sweep}", c.cell, c.adjacency or "not stated",
+           f"{c.n_releases}" + ("" if c.noise_multiplier is None else f" ({c.noise_multiplier:.4g})"),
+           f"{c.epsilon:.4g} at δ = {c.delta:.3g}" + ("" if c.epsilon_rdp is None else f"; RDP {c.epsilon_rdp:.4g}"),
+           opt(c.epsilon_record), f"{c.epsilon_basic:.4g}", f"{worst[k]:.3g}"] for k, c in sorted(totals.items())]
     lines = ["## Privacy ledger", "",
              "What one deployment spends: each cell is one deployable configuration and its seeds repeat it, so "
              "the releases of one seed (a cell that releases q score vectors separately makes q releases) are "
@@ -348,6 +406,12 @@ def ledger_section(cfg: Config, root: Path) -> tuple[list[str], list[dict[str, A
              "Gaussian releases compose exactly into one Gaussian of noise multiplier z_eff. *δ achieved / target* > 1 "
              "marks a calibration used beyond its validity (allowed by `allow_invalid_calibration`): those "
              "releases are only (ε, δ achieved)-DP, and their ε (PLD) at the target δ exceeds the claimed ε.", "",
+             "*Adjacency* is the neighbouring relation each ε protects: `record` (one record replaced), `client` "
+             "(one client's update added or removed, DP-FedAvg) or `output` (ScoreShield's output-space Gram "
+             "adjacency, ‖G − G'‖_F ≤ Δ whatever n: not a record-level guarantee). For `output` rows, *ε "
+             "record-level* is what the same σ gives one record at the cell's n (sensitivity 2√(2(n − 1)), exact "
+             "Gaussian profile). *RDP* is the figure the cell's own RDP accountant states (DP-FedAvg), beside the ledger's PLD "
+             "composition of the same rounds, which is exact and smaller.", "",
              _markdown(header, md), "Full ledger: `privacy_ledger.csv`.", ""]
     composed = {_metric_key(*k): {"n_releases": c.n_releases, "epsilon": c.epsilon, "delta": c.delta}
                 for k, c in totals.items()}
@@ -439,6 +503,15 @@ def report(params_path: str | Path | None = None, root: Path | None = None) -> P
         lines += ["No evaluated sweeps yet: run `veilbench run` first.", ""]
     for family in families:
         lines += summary_section(cfg, family, rows, claim_rows)
+    if families:
+        lines += ["## Privacy audits", "",
+                  "What the audits of each family's releases decide. The white-box audit tests the noise each "
+                  "private release added (release − clean, before clipping or projection) against its claimed ε "
+                  "(`veilbench.privacy.noise_audit`); the black-box audit sees releases only and cannot certify "
+                  "large ε (`veilbench.privacy.audit`). *Decidable*: power ≥ 95% against a mechanism with half "
+                  "the calibrated noise, in every seed; *flagged*: the audit shows more ε than claimed in some "
+                  "seed.", "",
+                  *(line for family in families for line in audit_lines(family, rows)), ""]
     sweep_family = {n: s.family for n, s in cfg.sweeps.items()}
     if families:
         lines += ["## Releases that do not beat a data-free reference", "",
@@ -475,11 +548,9 @@ def report(params_path: str | Path | None = None, root: Path | None = None) -> P
     ledger_lines, ledger_rows, composed = ledger_section(cfg, root)
     lines += ledger_lines
     ledger_csv = reports / "privacy_ledger.csv"
-    columns = ["dataset", "sweep", "cell", "seed", "mechanism", "epsilon", "delta", "count", "noise_multiplier",
-               "delta_achieved"]
     import pandas as pd
 
-    atomic_write_text(ledger_csv, pd.DataFrame(ledger_rows, columns=columns).to_csv(index=False))
+    atomic_write_text(ledger_csv, pd.DataFrame(ledger_rows, columns=LEDGER_COLUMNS).to_csv(index=False))
     from tasks.report_family import headline
 
     for family in families:

@@ -310,9 +310,12 @@ def run_sweep_stage(stage: str, sweep: str, params_path: str | Path | None = Non
 
 
 def _ledger_entries(out_root: Path, sweep: str, dataset: str, cells: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """One privacy-ledger entry per (cell, seed) whose release reported ``dp_epsilon``/``dp_delta``
-    (and ``dp_releases``, the number of separate releases at that budget, default 1; ``dp_noise_multiplier``,
-    σ/Δ of each release when it is Gaussian)."""
+    """One privacy-ledger entry per (cell, seed) whose release reported ``dp_epsilon``/``dp_delta``, the
+    budget of each release, and optionally: ``dp_releases`` (the number of separate releases at that
+    budget, default 1), ``dp_noise_multiplier`` (σ/Δ of each release when it is Gaussian),
+    ``dp_record_noise_multiplier`` (the same σ over the record-level sensitivity, for an output-adjacency
+    release), ``dp_epsilon_rdp`` (the cell's RDP accountant's ε for all its releases) and, in the seed's
+    ``info``, ``dp_adjacency`` (:data:`veilbench.privacy.ledger.ADJACENCIES`)."""
     from veilbench.privacy.ledger import LedgerEntry
 
     entries = []
@@ -320,10 +323,13 @@ def _ledger_entries(out_root: Path, sweep: str, dataset: str, cells: dict[str, d
         manifest = read_json(out_root / cell / "manifest.json")
         for seed, metrics in manifest["per_seed"].items():
             if "dp_epsilon" in metrics:
+                info = (manifest.get("info") or {}).get(seed) or {}
                 entries.append(LedgerEntry(dataset, sweep, cell, int(seed), _method(options, manifest["params"]["family"]),
                                            float(metrics["dp_epsilon"]), float(metrics.get("dp_delta", 0.0)),
                                            int(metrics.get("dp_releases", 1)),
-                                           metrics.get("dp_noise_multiplier")).as_dict())
+                                           metrics.get("dp_noise_multiplier"), str(info.get("dp_adjacency", "")),
+                                           metrics.get("dp_record_noise_multiplier"),
+                                           metrics.get("dp_epsilon_rdp")).as_dict())
     return entries
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from veilbench.config import load_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,9 +28,14 @@ def test_paper_params_hold_each_familys_paper_setting() -> None:
     for s in gca:
         cells = s.expand().values()
         assert {c["method"] for c in cells} == {"gca", "single", "centralized", "fedavg", "fedprox", "fednova", "dpfedavg"}
-        assert {c["selection"] for c in cells} == {"paper", "matched"}
+        assert all("selection" not in c for c in cells)  # every protocol is a metric of one cell; validation decides
         assert all(c["rounds"] == 100 and c["n_clients"] == 20 and c["upload_fraction"] == 0.1
-                   and c["n_clusters"] == 10 for c in cells)
+                   and c["n_clusters"] == 10 and c["recon_epochs"] == c["align_epochs"] == 5 and c["local_epochs"] == 10
+                   for c in cells)
+        # spec gca.md §4.2 (vision GMM), §6 (the attack's budget), §2.2 (balanced test pool)
+        assert all((c["covariance_type"], c["reg_covar"], c["gmm_n_init"]) == ("diag", 0.1, 100) for c in cells)
+        assert all((c["attack_starts"], c["attack_max_steps"], c["attack_extra_epochs"], c["surrogate_max_epochs"])
+                   == (100, 1000, 5, 1000) and c["test_balance"] == "balanced" for c in cells)
     anchors = [c["n_anchor"] for c in cfg.sweeps["paper-dc-fmnist-anchors"].expand().values()]
     assert min(anchors) == 1000 and max(anchors) == 20000
     rq4 = cfg.sweeps["paper-dc-fmnist-rq4"]
@@ -56,3 +63,18 @@ def test_reduced_params_keep_one_cell_and_one_seed_per_family_with_the_stated_re
         assert {**cell, **reductions}.items() <= only.items()
         untouched = {k: v for k, v in paper["sweeps"][sweep].get("params", {}).items() if k not in reductions}
         assert untouched.items() <= only.items(), family
+
+
+def test_paper_gca_params_keep_one_sweep_and_the_chosen_methods_with_the_paper_setting() -> None:
+    import yaml
+
+    from tasks.paper_gca import gca_params
+
+    paper = yaml.safe_load((ROOT / "params.paper.yaml").read_text())
+    out = gca_params(paper, "paper-gca-fmnist-2v8", ["fedavg", "gca"])
+    (spec,) = out["sweeps"].values()
+    assert list(out["sweeps"]) == ["paper-gca-fmnist-2v8"] and spec["grid"]["method"] == ["gca", "fedavg"]
+    assert spec["params"] == paper["sweeps"]["paper-gca-fmnist-2v8"]["params"]  # nothing else reduced
+    for sweep, methods, field in (("paper-dc-fmnist-rq4", ["gca"], "--sweep"), ("paper-gca-fmnist-2v8", ["fedsgd"], "--method")):
+        with pytest.raises(SystemExit, match=f"^error: {field}: "):
+            gca_params(paper, sweep, methods)

@@ -59,7 +59,7 @@ def test_fedavg_and_dpfedavg_cells(digits_inputs):
     dp_stages = _run_stages(digits_inputs, F.Params(method="dpfedavg", **longer), 1)
     dp, released = dp_stages["evaluate"], dp_stages["release"]
     assert "dp_epsilon" not in fed and dp["dp_epsilon"] > 0 and np.isfinite(dp["dp_epsilon"])
-    assert released["dp_epsilon"] == dp["dp_epsilon"] and released["dp_delta"] == 1e-5
+    assert released["dp_epsilon_rdp"] == dp["dp_epsilon"] and released["dp_delta"] == 1e-5
     # the per-round audit sits beside the accountant's per-round claim, and below it
     assert 0.0 <= dp["privacy_epsilon_lower_bound_round"] <= dp["privacy_epsilon_claimed_round"] <= dp["dp_epsilon"]
     assert "privacy_epsilon_lower_bound_round" not in fed

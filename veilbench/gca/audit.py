@@ -13,10 +13,18 @@ samples into a lower bound on ε, to be compared with the accountant's claim for
 The statistic's gap over its noise std is :math:`p_0 c / (z c \max_i p_i) = 1/z`, the separation
 :func:`veilbench.privacy.audit.plan_audit` needs to state the audit's power against a half-noise
 server; by default the run count is the smallest that flags such a server with ≥ 95 % probability.
+
+White-box: :func:`audit_dp_fedavg_noise` reads the noise the server actually added in each of the R
+rounds of a run (its release arrays ``dp_noise_sum_sq`` (R,), ``dp_noise_count`` (R,),
+``dp_noise_sample`` (R, m)) and tests it against N(0, (σ/C)²) per element with L2 sensitivity
+:math:`c \max_i p_i` per round, the R rounds composing exactly into one Gaussian
+(:mod:`veilbench.privacy.noise_audit`), so a server with too little noise is caught whatever ε the
+run claims.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,8 +32,9 @@ import numpy as np
 from veilbench.gca.accountant import dp_fedavg_epsilon
 from veilbench.gca.aggregation import dp_fedavg
 from veilbench.privacy.audit import AuditPlan, AuditResult, epsilon_lower_bound, plan_audit
+from veilbench.privacy.noise_audit import NOISE_AUDIT_ALPHA, NoiseAudit, audit_noise_arrays
 from veilbench.random import stream
-from veilbench.validation import check_in_range
+from veilbench.validation import ValidationError, check_array, check_in_range
 
 
 @dataclass(frozen=True)
@@ -77,3 +86,29 @@ def audit_dp_fedavg_round(
     with_canary = dp_fedavg(theta, canary, weights, clip, sigma, rng, n_runs)[:, 0]
     without = dp_fedavg(theta, absent, weights, clip, sigma, rng, n_runs)[:, 0]
     return DpFedAvgAudit(claimed, epsilon_lower_bound(with_canary, without, delta, alpha, seed=seed, plan=plan))
+
+
+def audit_dp_fedavg_noise(
+    release_arrays: Mapping[str, np.ndarray],
+    clip: float,
+    sigma: float,
+    weights: np.ndarray,
+    delta: float,
+    epsilon: float,
+    alpha: float = NOISE_AUDIT_ALPHA,
+) -> NoiseAudit:
+    """White-box audit of the server noise of one DP-FedAvg run against its claimed ``epsilon``.
+
+    ``release_arrays`` holds ``dp_noise_sum_sq`` (R,), ``dp_noise_count`` (R,) and ``dp_noise_sample``
+    (R, m): per round, Σ ξ² over the noise elements the server added, their number and the first m of
+    them. The server should add ξ ~ N(0, (σ/C)² I) per round (C = len(``weights``) clients, σ =
+    ``sigma`` the configured multiplier of :func:`~veilbench.gca.aggregation.dp_fedavg`), and a round's
+    L2 sensitivity is c·max p_i (c = ``clip``, p = ``weights``); the claim (ε, δ) covers all R rounds.
+    """
+    p = check_array(weights, "weights", ndim=1)
+    if np.any(p < 0) or not np.isclose(p.sum(), 1.0):
+        raise ValidationError(f"weights: must be ≥ 0 and sum to 1, got sum {p.sum():.6g}")
+    c = check_in_range(clip, "clip", 0.0, None, low_inclusive=False)
+    s = check_in_range(sigma, "sigma", 0.0, None, low_inclusive=False) / p.size
+    rounds = int(np.asarray(release_arrays.get("dp_noise_sum_sq", np.zeros(1))).size)
+    return audit_noise_arrays(release_arrays, s, c * float(p.max()), epsilon, delta, releases=rounds, alpha=alpha)

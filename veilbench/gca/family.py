@@ -16,8 +16,9 @@ Learning*. One cell = one method (``gca``, ``fedavg``, ``fedprox``, ``fednova``,
   (``dp_noise_*``, for the white-box noise audit).
   The cross-family arrays ``xfam_*`` (:mod:`veilbench.gca.xfam`) ride along unless ``crossfamily``
   is off (paper-scale image runs: the view encodes every record of the data set).
-  Metrics: ``comm_mib_per_round`` and, for DP-FedAvg, ``dp_epsilon``/``dp_delta`` (RDP accountant;
-  picked up by the privacy ledger).
+  Metrics: ``comm_mib_per_round`` and, for DP-FedAvg, the privacy ledger's ``dp_releases`` (R rounds),
+  ``dp_noise_multiplier`` (z per round), ``dp_epsilon``/``dp_delta`` (one round, exact Gaussian
+  profile) and ``dp_epsilon_rdp`` (the RDP accountant's ε for all R rounds).
 * ``integrate``: checkpoint selection (:mod:`veilbench.gca.selection`) on the validation pool
   (``validation``: the point of best validation ROC AUC, the verdicts' protocol), under the paper's
   protocol (max test accuracy over all evaluation points: GCA per reconstruction epoch, baselines
@@ -36,7 +37,8 @@ Learning*. One cell = one method (``gca``, ``fedavg``, ``fedprox``, ``fednova``,
   ``utility_{accuracy,roc_auc}_{validation,paper,matched,final}`` (``paper``: the paper's own
   protocol, selected on the test set, shown as the paper's column only), ``privacy_ntmse`` / ``privacy_delta_cos`` with each control's
   ``*_trivial_{zeros,noise,mean,heldout}``, the best control's ``*_control_best`` and the
-  attacker's ``*_advantage`` over it (1 perfect, 0 no better than the best control), ``comm_mib_per_round`` and, for DP-FedAvg, ``dp_epsilon`` (RDP accountant).
+  attacker's ``*_advantage`` over it (1 perfect, 0 no better than the best control), ``comm_mib_per_round`` and, for DP-FedAvg, ``dp_epsilon`` (RDP accountant)
+  and the white-box audit of the server's noise, ``privacy_noise_audit_*`` (:func:`veilbench.gca.audit.audit_dp_fedavg_noise`).
   Beside the accuracy: ``utility_accuracy_flag_all``, the accuracy of flagging every test record
   (the test set's anomaly share: 0.5 with ``test_balance="balanced"``); and the convergence
   diagnostics ``utility_rounds`` (R) and ``utility_{roc_auc,accuracy}_converged_round``, the first
@@ -237,9 +239,12 @@ def release(inputs: StageInputs, params: Params, seed: int, checkpoints=None) ->
     metrics = {"comm_mib_per_round": sum(formula) / MIB}
     if params.method == "dpfedavg":
         from veilbench.gca.accountant import dp_fedavg_epsilon
+        from veilbench.privacy.calibration import gaussian_epsilon
 
-        metrics["dp_epsilon"] = dp_fedavg_epsilon(res.dp_noise_multiplier, params.rounds, params.dp_delta)
-        metrics["dp_delta"] = params.dp_delta
+        z = res.dp_noise_multiplier  # privacy ledger: R Gaussian rounds of multiplier z, composed there by PLD
+        metrics.update(dp_epsilon=gaussian_epsilon(z, 1.0, params.dp_delta), dp_delta=params.dp_delta,
+                       dp_releases=float(params.rounds), dp_noise_multiplier=z,
+                       dp_epsilon_rdp=dp_fedavg_epsilon(z, params.rounds, params.dp_delta))
     arrays = {
         "curve_accuracy": res.accuracy, "curve_auc": res.auc, "curve_round": res.rounds, "curve_epoch": res.epochs,
         "curve_val_accuracy": res.val_accuracy, "curve_val_auc": res.val_auc,
@@ -249,7 +254,7 @@ def release(inputs: StageInputs, params: Params, seed: int, checkpoints=None) ->
         "comm_bytes_formula": np.array(formula, dtype=np.int64),
         "victim_params": res.victim_params, "victim_codes": res.victim_codes,
         "dp_noise_multiplier": np.array([np.nan if res.dp_noise_multiplier is None else res.dp_noise_multiplier]),
-        "dp_epsilon": np.array([metrics.get("dp_epsilon", np.nan)]),
+        "dp_epsilon": np.array([metrics.get("dp_epsilon_rdp", np.nan)]),
         "test_anomaly_fraction": np.array([float(data.federation.y_test.mean())]),
         **(xfam_arrays(data, res, seed) if params.crossfamily else {}),
     }
@@ -265,6 +270,7 @@ def release(inputs: StageInputs, params: Params, seed: int, checkpoints=None) ->
         "anomaly_classes": data.anomaly_classes, "n_test": int(data.federation.y_test.size),
         "lr_step_unit": params.lr_step_unit, "client_init": params.client_init, "device": cfg.device,
         "n_validation": int(data.federation.y_val.size), **res.info,
+        **({"dp_adjacency": "client"} if params.method == "dpfedavg" else {}),
     }
     return StageOutput(arrays=arrays, metrics=metrics, info=info, timings={"cpu_seconds": cpu_seconds})
 
@@ -395,6 +401,13 @@ def evaluate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
             metrics.update(privacy_audit_max_certifiable_epsilon_round=float(cert),
                            privacy_audit_power_half_noise_round=float(power),
                            privacy_audit_decidable_round=float(decidable), privacy_audit_releases_round=float(runs))
+        if "dp_noise_sum_sq" in rel:  # white-box audit of the server's noise in every round (veilbench.gca.audit)
+            from veilbench.gca.aggregation import sample_weights
+            from veilbench.gca.audit import audit_dp_fedavg_noise
+
+            weights = sample_weights(_data(inputs, params, seed).federation.sizes)
+            metrics.update(audit_dp_fedavg_noise(rel, params.dp_clip, params.dp_sigma, weights, params.dp_delta,
+                                                 metrics["dp_epsilon"]).metrics())
     if params.method in PARAMETER_SHARING or params.method == "gca":
         metrics.update(_privacy_metrics(inputs, params, seed))
     return StageOutput(metrics=metrics)

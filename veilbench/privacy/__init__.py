@@ -1,5 +1,6 @@
-"""Differential-privacy primitives shared by every family: noise calibration, audits with stated
-power (:mod:`.audit`) and the per-deployment privacy ledger (:mod:`.ledger`)."""
+"""Differential-privacy primitives shared by every family: noise calibration, black-box audits
+with stated power (:mod:`.audit`), the white-box audit of the noise a Gaussian mechanism added
+(:mod:`.noise_audit`) and the per-deployment privacy ledger (:mod:`.ledger`)."""
 
 from veilbench.privacy.calibration import (
     CALIBRATORS,
@@ -10,6 +11,7 @@ from veilbench.privacy.calibration import (
     classical_sigma,
     classical_validity_limit,
     conservative_sigma,
+    gaussian_epsilon,
 )
 
 __all__ = [
@@ -21,4 +23,5 @@ __all__ = [
     "classical_sigma",
     "classical_validity_limit",
     "conservative_sigma",
+    "gaussian_epsilon",
 ]

@@ -1,12 +1,28 @@
 r"""A privacy ledger: every differentially private release, and what one deployment spends.
 
 Each entry is ``count`` releases of one data set made by one cell and seed:
-``(dataset, sweep, cell, seed, mechanism, ε, δ, count, noise_multiplier)`` — e.g. q query score
-vectors released separately, each at (ε, δ), are one entry with ``count = q``. A Gaussian release
-carries its noise multiplier z = σ/Δ (noise std over L2 sensitivity); then its exact privacy profile
-is known and :attr:`LedgerEntry.delta_achieved` is the δ it really meets at ε (Balle & Wang 2018,
-Thm 8; above the target δ for a classical calibration used beyond its validity). An entry without
-z is only known to be (ε, δ)-DP.
+``(dataset, sweep, cell, seed, mechanism, ε, δ, count, noise_multiplier, adjacency,
+record_noise_multiplier, epsilon_rdp)`` — e.g. q query score vectors released separately, each at
+(ε, δ), are one entry with ``count = q``. A Gaussian release carries its noise multiplier z = σ/Δ
+(noise std over L2 sensitivity); then its exact privacy profile is known and
+:attr:`LedgerEntry.delta_achieved` is the δ it really meets at ε (Balle & Wang 2018, Thm 8; above
+the target δ for a classical calibration used beyond its validity). An entry without z is only
+known to be (ε, δ)-DP.
+
+**Adjacency.** ε means nothing without the neighbouring relation it protects; each entry states it:
+
+* ``record``: replacing one record (a gallery row, an item's rating column, a sentence, an
+  embedding row) — person-level when a record is a person;
+* ``output``: ScoreShield's output-space adjacency, ‖G − G'‖_F ≤ Δ for a user Δ independent of n
+  (Cohen-Addad et al.): *not* record-level unless Δ ≥ 2√(2(n − 1)). Such an entry also carries
+  ``record_noise_multiplier`` = σ/(2√(2(n − 1))), the same σ against the record-level sensitivity
+  at the cell's n, and :attr:`LedgerEntry.epsilon_record` is the ε that σ gives a record (exact
+  profile, :func:`~veilbench.privacy.calibration.gaussian_epsilon`);
+* ``client``: adding/removing one client's (clipped) update with the weights held fixed (DP-FedAvg).
+
+**Another accountant's figure.** An entry may carry ``epsilon_rdp``, the ε the cell's own RDP
+accountant states for all its ``count`` releases at δ (DP-FedAvg's rounds); it is shown beside the
+ledger's exact composition, which is tighter.
 
 **Deployments, not sweeps.** A cell is one deployable configuration; its seeds are repetitions of
 the same deployment and the sweep's other cells are alternatives to it, so neither is composed:
@@ -30,8 +46,12 @@ import math
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields
 
-from veilbench.privacy.calibration import achieved_delta
+from veilbench.privacy.calibration import achieved_delta, gaussian_epsilon
 from veilbench.validation import ValidationError, check_in_range
+
+
+ADJACENCIES = ("", "record", "output", "client")
+"""The neighbouring relations an entry may state ("" = not stated); see the module docstring."""
 
 
 @dataclass(frozen=True)
@@ -47,6 +67,9 @@ class LedgerEntry:
     delta: float
     count: int = 1
     noise_multiplier: float | None = None
+    adjacency: str = ""
+    record_noise_multiplier: float | None = None
+    epsilon_rdp: float | None = None
 
     def __post_init__(self) -> None:
         if int(self.count) != self.count or self.count < 1:
@@ -58,6 +81,13 @@ class LedgerEntry:
             z = self.noise_multiplier
             if not (math.isfinite(z) and z > 0):
                 raise ValidationError(f"noise_multiplier: must be a finite σ/Δ > 0 (or None), got {z}")
+        if self.adjacency not in ADJACENCIES:
+            raise ValidationError(f"adjacency: must be one of {list(ADJACENCIES)}, got {self.adjacency!r}")
+        z_rec = self.record_noise_multiplier
+        if z_rec is not None and not (math.isfinite(z_rec) and z_rec > 0):
+            raise ValidationError(f"record_noise_multiplier: must be a finite σ/Δ_record > 0 (or None), got {z_rec}")
+        if self.epsilon_rdp is not None and not self.epsilon_rdp > 0:
+            raise ValidationError(f"epsilon_rdp: must be > 0 (or None), got {self.epsilon_rdp}")
 
     @property
     def delta_achieved(self) -> float:
@@ -66,10 +96,19 @@ class LedgerEntry:
             return self.delta
         return achieved_delta(self.noise_multiplier, 1.0, self.epsilon)
 
+    @property
+    def epsilon_record(self) -> float | None:
+        """ε at δ of one release against a record-level neighbour (exact profile of
+        ``record_noise_multiplier``), or None when the entry has none."""
+        if self.record_noise_multiplier is None:
+            return None
+        return gaussian_epsilon(self.record_noise_multiplier, 1.0, self.delta)
+
     def as_dict(self) -> dict[str, object]:
-        """The fields and the derived ``delta_achieved``."""
+        """The fields and the derived ``delta_achieved`` and ``epsilon_record``."""
         out = asdict(self)
         out["delta_achieved"] = self.delta_achieved
+        out["epsilon_record"] = self.epsilon_record
         return out
 
     @classmethod
@@ -91,6 +130,9 @@ class Composition:
     epsilon_basic: float
     delta_basic: float
     noise_multiplier: float | None
+    adjacency: str = ""
+    epsilon_record: float | None = None
+    epsilon_rdp: float | None = None
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -119,6 +161,15 @@ def _pld_epsilon(entries: list[LedgerEntry], delta: float) -> tuple[float, float
     return float(total.get_epsilon_for_delta(delta)), z_eff
 
 
+def _record_epsilon(entries: list[LedgerEntry], delta: float) -> float | None:
+    """ε at ``delta`` of the entries against a record-level neighbour: the exact profile of
+    (Σ c/z_rec²)^{-1/2} when every entry is Gaussian with a ``record_noise_multiplier``, else None."""
+    if not entries or any(e.record_noise_multiplier is None or e.noise_multiplier is None for e in entries):
+        return None
+    z_rec = math.fsum(e.count / e.record_noise_multiplier**2 for e in entries) ** -0.5
+    return gaussian_epsilon(z_rec, 1.0, delta)
+
+
 def compose(entries: Iterable[LedgerEntry]) -> dict[tuple[str, str, str], Composition]:
     """Per deployment (dataset, sweep, cell): the PLD composition of one seed's releases (the largest
     over seeds), at the largest target δ of its entries (see the module docstring)."""
@@ -135,7 +186,9 @@ def compose(entries: Iterable[LedgerEntry]) -> dict[tuple[str, str, str], Compos
             eps, z_eff = _pld_epsilon(es, delta)
             eps_basic = math.fsum(e.count * e.epsilon for e in es)
             delta_basic = min(1.0, math.fsum(e.count * e.delta_achieved for e in es))
-            comp = Composition(*key, sum(int(e.count) for e in es), eps, delta, eps_basic, delta_basic, z_eff)
+            comp = Composition(*key, sum(int(e.count) for e in es), eps, delta, eps_basic, delta_basic, z_eff,
+                               " + ".join(sorted({e.adjacency for e in es if e.adjacency})),
+                               _record_epsilon(es, delta), es[0].epsilon_rdp if len(es) == 1 else None)
             if best is None or comp.epsilon > best.epsilon:
                 best = comp
         out[key] = best

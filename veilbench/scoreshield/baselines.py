@@ -27,16 +27,25 @@ def embedding_noise_sigma(
     return calibrate_sigma(EMBEDDING_SENSITIVITY, eps, dlt, calibrator, allow_invalid=allow_invalid_calibration)
 
 
+def noisy_embeddings(x: np.ndarray, sigma: float, seed: int | np.random.Generator | None) -> np.ndarray:
+    """X̃ = X + σ_e N (n × d) for unit rows X (n × d): the private step of the embedding-noise release."""
+    arr = check_unit_rows(x, "x")
+    return arr + sigma * as_rng(seed, "scoreshield.embedding-noise").standard_normal(arr.shape)
+
+
+def embedding_gram(noisy: np.ndarray) -> np.ndarray:
+    """Post-processing of X̃ (n × d): the cosine Gram (n × n) of its renormalised rows."""
+    unit = noisy / np.maximum(np.linalg.norm(noisy, axis=1, keepdims=True), 1e-300)
+    g = np.clip(sym(unit @ unit.T), -1.0, 1.0)
+    np.fill_diagonal(g, 1.0)
+    return g
+
+
 def embedding_noise_gram(
     x: np.ndarray, sigma: float, seed: int | np.random.Generator | None
 ) -> np.ndarray:
     """Cosine Gram (n × n) of the noised, row-renormalised unit embeddings X (n × d)."""
-    arr = check_unit_rows(x, "x")
-    noisy = arr + sigma * as_rng(seed, "scoreshield.embedding-noise").standard_normal(arr.shape)
-    noisy /= np.maximum(np.linalg.norm(noisy, axis=1, keepdims=True), 1e-300)
-    g = np.clip(sym(noisy @ noisy.T), -1.0, 1.0)
-    np.fill_diagonal(g, 1.0)
-    return g
+    return embedding_gram(noisy_embeddings(x, sigma, seed))
 
 
 def identity_gram(n: int) -> np.ndarray:

@@ -13,7 +13,10 @@ Regime (i) (:mod:`veilbench.scoreshield.vector_stages`, spec §3.1–3.2, §6):
   noisy score before clipping), with what the run count can decide: the certifiable maximum, the
   power against a half-noise release and whether it reaches 95 % (:mod:`veilbench.privacy.audit`);
 * ``evaluate``: verification (accuracy, AUC, EER, TAR@FAR strict/non-strict), recall@k, mAP,
-  kNN accuracy, score MSE, clipped fraction, and the audit numbers.
+  kNN accuracy, score MSE, clipped fraction, and the audit numbers: the black-box audit's and the
+  white-box audit's of the noise the release added before clipping (``privacy_noise_audit_*``,
+  :mod:`veilbench.privacy.noise_audit`; the release keeps Σ e², the count and a sample of e as
+  ``dp_noise_*`` arrays), decidable at every ε.
 
 Regime (ii) (:mod:`veilbench.scoreshield.gram_stages`, spec §3.3–3.5, §5.3): G = X Xᵀ of
 ``n_records`` train rows, G̃ = G + sym(Z) with record (Δ_F = 2√(2(n − 1))) or output-space
@@ -28,7 +31,8 @@ of I); ``identity_noise`` (both regimes) is the Gaussian release with the data r
 all-zero scores / I_n (same σ, same noise draw as the Gaussian cells of the seed, then the clip or
 the cell's ``projector``): data-free, ε = 0, the reference a release must beat (spec §8);
 ``clean`` has ε = ∞, reported as :data:`EPSILON_CAP`; the Gram audit runs on the
-unprojected G̃ of a small worst-case collection (projection is post-processing).
+unprojected G̃ of a small worst-case collection (projection is post-processing), and the white-box
+audit reads the n(n + 1)/2 independent entries of G̃ − G (:func:`~veilbench.scoreshield.gram.gram_noise_entries`).
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ from veilbench.random import as_rng
 from veilbench.scoreshield.newton import nearest_correlation_newton
 from veilbench.scoreshield.projectors import Projection, aap, check_gram, clip_only, dykstra, eigclip_rescale, sym
 from veilbench.scoreshield.sensitivity import gram_record_sensitivity, worst_case_gram_pair
-from veilbench.validation import ValidationError, check_epsilon_delta, check_in_range, check_unit_rows
+from veilbench.validation import ValidationError, check_array, check_epsilon_delta, check_in_range, check_unit_rows
 
 PROJECTORS: dict[str, Callable[..., Projection]] = {
     "aap": aap,
@@ -70,6 +70,20 @@ def symmetric_gaussian(
     sig = check_in_range(sigma, "sigma", 0.0, None)
     z = sig * as_rng(seed, "scoreshield.gram-noise").standard_normal((*size, n, n))
     return (z + np.swapaxes(z, -1, -2)) / 2.0
+
+
+def gram_noise_entries(noise: np.ndarray) -> np.ndarray:
+    r"""The n(n + 1)/2 independent entries of a symmetrised noise W = sym(Z) (n × n), on Z's scale.
+
+    For Z i.i.d. N(0, σ²), W_ii = Z_ii has variance σ² and W_ij = (Z_ij + Z_ji)/2 (i < j) has σ²/2,
+    and no two of them share a Z entry: the returned [W_11, …, W_nn, √2 W_12, √2 W_13, …, √2 W_{n−1,n}]
+    ((n(n + 1)/2,), diagonal first, then the upper triangle row by row) are i.i.d. N(0, σ²). Entries
+    below the diagonal repeat those above and are not read.
+    """
+    w = check_array(noise, "noise", ndim=2)
+    if w.shape[0] != w.shape[1]:
+        raise ValidationError(f"noise: expected a square (n × n) array, got shape {w.shape}")
+    return np.concatenate([np.diag(w), math.sqrt(2.0) * w[np.triu_indices(w.shape[0], k=1)]])
 
 
 @dataclass(frozen=True)

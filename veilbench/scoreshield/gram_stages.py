@@ -26,20 +26,24 @@ from veilbench.metrics.retrieval import rank_items, thresholded_topk
 from veilbench.metrics.verification import pair_scores
 from veilbench.privacy.audit import AuditResult, plan_audit
 from veilbench.privacy.calibration import calibrate_sigma
+from veilbench.privacy.noise_audit import audit_noise_arrays, noise_arrays
 from veilbench.random import stream
-from veilbench.scoreshield.baselines import embedding_noise_gram, embedding_noise_sigma, identity_gram
+from veilbench.scoreshield.baselines import (EMBEDDING_SENSITIVITY, embedding_gram, embedding_noise_sigma, identity_gram,
+                                             noisy_embeddings)
 from veilbench.scoreshield.cf import Ratings, cf_metrics, item_embeddings, load_movielens
 from veilbench.scoreshield.gram import (
     PROJECTORS,
     GaussianGramMechanism,
     audit_gram_release,
     cosine_gram,
+    gram_noise_entries,
     spectral_embedding,
     symmetric_gaussian,
 )
 from veilbench.scoreshield.params import DATA_FREE_MECHANISMS, Params, unit_rows
 from veilbench.scoreshield.projectors import feasibility
 from veilbench.scoreshield.risk import noisy_expected_frobenius_sq, predicted_frobenius_sq
+from veilbench.scoreshield.sensitivity import gram_record_sensitivity
 from veilbench.scoreshield.tasks import (
     audit_info,
     privacy_from_attack,
@@ -141,6 +145,7 @@ def release(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
     info: dict = {"regime": "gram", "source": params.gram_source, "mechanism": params.mechanism,
                   "calibrator": params.calibrator, "n_records": n}
     sigma = 0.0
+    noise: dict[str, np.ndarray] = {}  # the noise actually added, before any projection (white-box audit)
     start = time.perf_counter()
     if params.mechanism == "clean":
         g = cosine_gram(x)
@@ -152,15 +157,18 @@ def release(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
                     projector=params.projector, data_free=True)
     elif params.mechanism == "embedding_noise":
         sigma = embedding_noise_sigma(params.epsilon, params.delta, params.calibrator, params.allow_invalid_calibration)
-        g = embedding_noise_gram(x, sigma, rng)
-        info["embedding_sensitivity"] = 2.0
-        noise_multiplier = sigma / 2.0
+        x_noisy = noisy_embeddings(x, sigma, rng)
+        g = embedding_gram(x_noisy)
+        noise = noise_arrays(x_noisy - x)
+        info.update(embedding_sensitivity=EMBEDDING_SENSITIVITY, dp_adjacency="record")
+        noise_multiplier = sigma / EMBEDDING_SENSITIVITY
     else:
         mech = mechanism(params)
         rel = mech.release(x, rng)
         sigma, g = rel.sigma, rel.noisy
+        noise = noise_arrays(gram_noise_entries(rel.noisy - cosine_gram(x)))
         noise_multiplier = sigma / rel.sensitivity
-        info.update(adjacency=params.adjacency, sensitivity=rel.sensitivity)
+        info.update(adjacency=params.adjacency, sensitivity=rel.sensitivity, dp_adjacency=params.adjacency)
         if params.mechanism != "noisy":
             proj = PROJECTORS[params.mechanism](g, **_projector_options(params))
             g = proj.gram
@@ -174,7 +182,9 @@ def release(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
         metrics["release_n_eigh"] = float(info["projection"]["n_eigh"])
     if params.mechanism not in ("clean", *DATA_FREE_MECHANISMS):  # privacy ledger: one (ε, δ) release of the Gram
         metrics.update(dp_epsilon=params.epsilon, dp_delta=params.delta, dp_noise_multiplier=noise_multiplier)
-    return StageOutput(arrays={"gram": g, "labels": y, **ids}, metrics=metrics, info=info,
+        if params.mechanism in GAUSSIAN_RELEASES:  # the same σ under record adjacency at this n
+            metrics["dp_record_noise_multiplier"] = sigma / gram_record_sensitivity(n)
+    return StageOutput(arrays={"gram": g, "labels": y, **ids, **noise}, metrics=metrics, info=info,
                        timings={"mechanism_seconds": seconds})
 
 
@@ -289,4 +299,21 @@ def evaluate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
     if "ratings_train" in rel:
         metrics.update(cf_metrics(g, _ratings(rel), params.cf_neighbours))
     metrics.update(privacy_from_attack(inputs.get("attack", {})))
+    metrics.update(noise_audit_metrics(rel, params, g.shape[0]))
     return StageOutput(metrics=metrics, info={"tar_upper": upper if np.isfinite(upper) else None})
+
+
+def noise_audit_metrics(release_arrays: dict, params: Params, n: int) -> dict[str, float]:
+    """``privacy_noise_audit_*`` of a private release of n records (:mod:`veilbench.privacy.noise_audit`):
+    the independent entries of G̃ − G against the cell's σ and Δ_F(n), or X̃ − X against σ_e and Δ = 2
+    (embedding noise); nothing for the clean and data-free releases."""
+    if params.mechanism in GAUSSIAN_RELEASES:
+        mech = mechanism(params)
+        sigma, sens = mech.sigma_for(n), mech.sensitivity_for(n)
+    elif params.mechanism == "embedding_noise":
+        sigma = embedding_noise_sigma(params.epsilon, params.delta, params.calibrator, params.allow_invalid_calibration)
+        sens = EMBEDDING_SENSITIVITY
+    else:
+        return {}
+    return audit_noise_arrays(release_arrays, sigma, sens, params.epsilon, params.delta,
+                              alpha=params.noise_audit_alpha).metrics()

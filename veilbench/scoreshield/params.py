@@ -9,6 +9,7 @@ import numpy as np
 from pydantic import Field, field_validator, model_validator
 
 from veilbench.families.base import FamilyParams
+from veilbench.privacy.noise_audit import NOISE_AUDIT_ALPHA
 from veilbench.validation import ValidationError, check_array
 
 EPSILON_CAP = 1000.0
@@ -36,6 +37,8 @@ class Params(FamilyParams):
     Audit: ``audit_releases`` releases per neighbour, or ``None`` (default) for the smallest count
     (≤ 256 000) at which a half-noise mechanism is flagged with ≥ 95 % probability
     (:func:`~veilbench.privacy.audit.plan_audit`); the audit states its certifiable maximum and power.
+    White-box noise audit (:mod:`veilbench.privacy.noise_audit`) of every private release at
+    ``noise_audit_alpha``, the probability of flagging a correct mechanism.
 
     ``regime="vector"`` (spec §3.1): ``mechanism`` ∈ clean | noisy (Gaussian, no clip) |
     gaussian (ScoreShield: Gaussian + clip) | identity (all scores 0, data-independent) |
@@ -88,6 +91,7 @@ class Params(FamilyParams):
     # audit
     audit_releases: int | None = Field(None, ge=100)
     audit_alpha: float = Field(0.05, gt=0, lt=1)
+    noise_audit_alpha: float = Field(NOISE_AUDIT_ALPHA, gt=0, lt=1)
 
     @field_validator("epsilon")
     @classmethod

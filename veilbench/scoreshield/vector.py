@@ -27,11 +27,13 @@ from veilbench.validation import ValidationError, check_array, check_epsilon_del
 
 @dataclass(frozen=True)
 class VectorRelease:
-    """A released (q, n) score matrix, the σ used and the fraction of entries clipped to ±1."""
+    """A released (q, n) score matrix, the σ used, the fraction of entries clipped to ±1 and the
+    noisy scores s̃ = s + σg before clipping (what the white-box noise audit reads)."""
 
     scores: np.ndarray
     sigma: float
     clipped_fraction: float
+    unclipped: np.ndarray | None = None
 
 
 def perturb_scores(
@@ -47,10 +49,10 @@ def perturb_scores(
     sig = check_in_range(sigma, "sigma", 0.0, None)
     noisy = s + sig * as_rng(seed, "scoreshield.vector-noise").standard_normal(s.shape)
     if not clip:
-        return VectorRelease(noisy, sig, 0.0)
+        return VectorRelease(noisy, sig, 0.0, noisy)
     out = np.clip(noisy, -1.0, 1.0)
     frac = float(np.mean(np.abs(noisy) >= 1.0)) if s.size else 0.0
-    return VectorRelease(out, sig, frac)
+    return VectorRelease(out, sig, frac, noisy)
 
 
 class GaussianScoreMechanism:

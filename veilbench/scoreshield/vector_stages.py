@@ -15,6 +15,7 @@ from veilbench.families.base import StageInputs, StageOutput
 from veilbench.metrics.retrieval import rank_items, thresholded_topk
 from veilbench.metrics.verification import pair_scores
 from veilbench.privacy.audit import plan_audit
+from veilbench.privacy.noise_audit import audit_noise_arrays, noise_arrays
 from veilbench.random import stream
 from veilbench.scoreshield.params import DATA_FREE_MECHANISMS, EPSILON_CAP, Params, unit_rows
 from veilbench.scoreshield.sensitivity import vector_sensitivity
@@ -61,6 +62,7 @@ def release(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
     s, y_q, y_gal = clean_scores(inputs, params)
     info: dict = {"regime": "vector", "mechanism": params.mechanism, "calibrator": params.calibrator,
                   "n_queries": int(s.shape[0])}
+    noise: dict[str, np.ndarray] = {}
     if params.mechanism == "clean":
         out, sigma, clipped = s, 0.0, 0.0
     elif params.mechanism == "identity":
@@ -71,10 +73,12 @@ def release(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
         mech = mechanism(params, s.shape[0])
         rel = mech.release(s, stream(seed, "scoreshield.release"))
         out, sigma, clipped = rel.scores, rel.sigma, rel.clipped_fraction
+        # the noise actually added, before clipping (white-box audit, veilbench.privacy.noise_audit)
+        noise = noise_arrays(rel.unclipped - np.maximum(s, mech.score_floor))
         info.update(sensitivity=mech.sensitivity, joint_queries=params.joint_queries,
-                    below_margin_fraction=float(np.mean(s < mech.score_floor)))
+                    below_margin_fraction=float(np.mean(s < mech.score_floor)), dp_adjacency="record")
     info.update(sigma=sigma, clipped_fraction=clipped)
-    arrays = {"scores": out, "query_labels": y_q, "gallery_labels": y_gal}
+    arrays = {"scores": out, "query_labels": y_q, "gallery_labels": y_gal, **noise}
     metrics = {"release_sigma": sigma, "release_clipped_fraction": clipped}
     # privacy ledger: q vectors at (ε, δ) each, or one joint release; nothing for the references
     if params.mechanism not in ("clean", *DATA_FREE_MECHANISMS):
@@ -143,4 +147,8 @@ def evaluate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
         float(np.mean(np.abs(scores) >= 1.0)) if params.mechanism in ("gaussian", "identity_noise") else 0.0
     )
     metrics.update(privacy_from_attack(inputs.get("attack", {})))
+    if params.mechanism not in ("clean", *DATA_FREE_MECHANISMS):  # white-box audit of the noise the release added
+        mech = mechanism(params, scores.shape[0])
+        metrics.update(audit_noise_arrays(rel, mech.sigma, mech.sensitivity, params.epsilon, params.delta,
+                                          alpha=params.noise_audit_alpha).metrics())
     return StageOutput(metrics=metrics, info={"tar_upper": upper if np.isfinite(upper) else None, "epsilon_cap": EPSILON_CAP})
