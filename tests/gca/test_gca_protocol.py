@@ -205,3 +205,14 @@ def test_client_initial_models_come_from_the_named_streams():
         gca.client_initial_model(spec, 7, 2, "own")
     with pytest.raises(ValidationError, match="^engine: must be"):
         gca.make_clients(tiny_federation(), CFG, 7, "batched")
+
+
+@pytest.mark.parametrize("sizes,weighting", [(SIZES, "inverse"), ((16, 16, 16), "uniform")])
+def test_the_vectorized_engine_runs_the_same_gca_to_the_bit(tmp_path, sizes, weighting):
+    fed = tiny_federation(sizes, validation=True)
+    cfg = FedConfig(**{**CFG.__dict__, "rounds": 3, "weighting": weighting})
+    sequential = gca.run_gca(fed, cfg, 6)
+    _same_run(gca.run_gca(fed, cfg, 6, engine="vectorized"), sequential)
+    with pytest.raises(KeyboardInterrupt):  # and resumes from its own checkpoints
+        gca.run_gca(fed, cfg, 6, checkpoints=_KilledAfter(tmp_path, 2), engine="vectorized")
+    _same_run(gca.run_gca(fed, cfg, 6, checkpoints=RoundCheckpoints(tmp_path), engine="vectorized"), sequential)
