@@ -216,3 +216,11 @@ def test_the_vectorized_engine_runs_the_same_gca_to_the_bit(tmp_path, sizes, wei
     with pytest.raises(KeyboardInterrupt):  # and resumes from its own checkpoints
         gca.run_gca(fed, cfg, 6, checkpoints=_KilledAfter(tmp_path, 2), engine="vectorized")
     _same_run(gca.run_gca(fed, cfg, 6, checkpoints=RoundCheckpoints(tmp_path), engine="vectorized"), sequential)
+
+
+@pytest.mark.parametrize("method", ["gca", "fedavg", "fedprox", "dpfedavg"])
+def test_clients_trained_side_by_side_give_the_loop_s_bits(fed, method):
+    cfg = FedConfig(**{**CFG.__dict__, "local_epochs": 2})
+    one = run_protocol(method, fed, cfg, 8)
+    _same_run(run_protocol(method, fed, FedConfig(**{**cfg.__dict__, "client_threads": 3}), 8), one)
+    _same_run(run_protocol(method, fed, FedConfig(**{**cfg.__dict__, "client_threads": 2}), 8), one)

@@ -7,7 +7,8 @@ Learning*. One cell = one method (``gca``, ``fedavg``, ``fedprox``, ``fednova``,
 * ``release``: run the deterministic simulator (:mod:`veilbench.gca.simulator`;
   ``engine="vectorized"`` trains the clients of an MLP run in one batch,
   :mod:`veilbench.gca.vectorized`, :mod:`veilbench.gca.vectorized_gca`; ``device`` picks where
-  torch trains and scores). Resumable: with the pipeline's per-round checkpoints
+  torch trains and scores; ``client_threads`` trains and scores the clients of GCA and of the FL
+  baselines side by side on that many threads, with the same bits). Resumable: with the pipeline's per-round checkpoints
   (:data:`RESUMABLE_STAGES`) a killed run continues at its last finished round with the same bits.
   Arrays: the evaluation curves on the test and the validation pools (accuracy, ROC AUC, round,
   epoch), what the server obtains from the victim (client 0): its last-round local parameters
@@ -142,6 +143,7 @@ class Params(FamilyParams):
     convergence_tolerance: float = Field(0.01, ge=0.0, le=1.0)
     engine: Literal["sequential", "vectorized"] = "sequential"
     device: Literal["cpu", "cuda", "auto"] = "cpu"
+    client_threads: int = Field(1, ge=1, le=64)
     crossfamily: bool = True
 
     @model_validator(mode="after")
@@ -178,7 +180,7 @@ class Params(FamilyParams):
             upload_fraction=self.upload_fraction, n_clusters=self.n_clusters, clustering=self.clustering,
             covariance_type=self.covariance_type, reg_covar=self.reg_covar, gmm_n_init=self.gmm_n_init,
             weighting=self.weighting, client_init=self.client_init, attack_extra_epochs=self.attack_extra_epochs,
-            device=self.torch_device(),
+            device=self.torch_device(), client_threads=self.client_threads,
         )
 
 

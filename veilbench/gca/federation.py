@@ -61,6 +61,7 @@ class FedConfig:
     client_init: Literal["shared", "independent"] = "shared"
     attack_extra_epochs: int = 5
     device: str = "cpu"
+    client_threads: int = 1
 
 
 @dataclass
@@ -213,20 +214,35 @@ class CurveRecorder:
                 "accuracy": p[:, 2], "auc": p[:, 3], "val_accuracy": p[:, 4], "val_auc": p[:, 5]}
 
 
-def evaluate_pools(models: list, x_clients: list, pools: EvalPools, quantile: float) -> np.ndarray:
+def client_map(fn, items: list, threads: int = 1) -> list:
+    """``[fn(item) for item in items]``, on ``threads`` worker threads when > 1 (torch's kernels release
+    the GIL, so clients' passes run side by side; each result is computed as it would be alone)."""
+    if threads <= 1 or len(items) <= 1:
+        return [fn(item) for item in items]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=min(threads, len(items))) as pool:
+        return list(pool.map(fn, items))
+
+
+def evaluate_pools(models: list, x_clients: list, pools: EvalPools, quantile: float, threads: int = 1) -> np.ndarray:
     """Mean over clients of (accuracy at :math:`\\tau_i`, ROC AUC) on every pool, ``(k, 2)`` in the
     pools' order. ``models`` is one model per client, or a one-element list for a shared (global)
     model whose pool scores, and so ROC AUCs, are computed once (every client's AUC is that value).
-    Each model scores all pools in one pass."""
+    Each model scores all pools in one pass; ``threads`` > 1 scores clients side by side
+    (:func:`client_map`, same values)."""
     shared = len(models) == 1
     pooled = anomaly_scores(models[0], pools.x) if shared else None
     shared_auc = [roc_auc(pooled[b], y) for b, y in zip(pools.bounds, pools.labels)] if shared else None
     accs = np.zeros((len(x_clients), len(pools.names)))
     aucs = np.zeros_like(accs)
-    for i, x in enumerate(x_clients):
+
+    def score(i: int) -> tuple[np.ndarray, np.ndarray]:
         model = models[0] if shared else models[i]
-        scores = pooled if shared else anomaly_scores(model, pools.x)
-        tau = quantile_threshold(anomaly_scores(model, x), quantile)
+        return (pooled if shared else anomaly_scores(model, pools.x)), anomaly_scores(model, x_clients[i])
+
+    for i, (scores, own) in enumerate(client_map(score, list(range(len(x_clients))), threads)):
+        tau = quantile_threshold(own, quantile)
         for j, (b, y) in enumerate(zip(pools.bounds, pools.labels)):
             accs[i, j] = anomaly_accuracy(scores[b], y, tau)
             aucs[i, j] = shared_auc[j] if shared else roc_auc(scores[b], y)

@@ -46,6 +46,7 @@ from veilbench.gca.communication import upload_size
 from veilbench.gca.federation import (
     BYTES_PER_FLOAT,
     CurveRecorder,
+    client_map,
     EvalPools,
     FedConfig,
     Federation,
@@ -56,7 +57,7 @@ from veilbench.gca.federation import (
     initial_model,
     make_optimizer,
 )
-from veilbench.gca.training import encode, reconstruction_epoch, run_epoch
+from veilbench.gca.training import encode, minibatches, reconstruction_epoch, run_epoch
 from veilbench.random import stream
 from veilbench.validation import ValidationError
 
@@ -82,8 +83,9 @@ def alignment_loss(z, mu, w):
     return (w[a] * ((z - mu[a]) ** 2).sum(1)).mean()
 
 
-def alignment_epoch(model, opt, x, mu, w, batch_size: int, rng: np.random.Generator) -> int:
-    """One epoch of :func:`alignment_loss` stepping ``opt`` (built on the encoder only); returns steps."""
+def alignment_epoch(model, opt, x, mu, w, batch_size: int, rng) -> int:
+    """One epoch of :func:`alignment_loss` stepping ``opt`` (built on the encoder only); returns steps.
+    ``rng``: a generator or the epoch's drawn batches (:func:`veilbench.gca.training.run_epoch`)."""
     return run_epoch(model, opt, x, batch_size, rng, lambda xb: alignment_loss(model.encode(xb), mu, w))
 
 
@@ -104,26 +106,35 @@ def init_client_models(fed: Federation, cfg: FedConfig, seed: int) -> list:
 
 class SequentialClients:
     """The clients' AEs, each with its two persistent optimisers (Adam + StepLR over encoder and
-    decoder for reconstruction, over the encoder alone for alignment), trained one client after the
-    other. ``models()`` are the live modules."""
+    decoder for reconstruction, over the encoder alone for alignment), each trained as in a loop over
+    the clients. The epoch's batches are drawn from the run's generator in client order first, so
+    the clients may then train side by side on ``cfg.client_threads`` threads with the bits of the
+    loop. ``models()`` are the live modules."""
 
     def __init__(self, models: list, cfg: FedConfig) -> None:
-        self._models, self.batch_size = list(models), cfg.batch_size
+        self._models, self.batch_size, self.threads = list(models), cfg.batch_size, cfg.client_threads
         self.rec_opts = [make_optimizer(m.parameters(), cfg) for m in self._models]
         self.al_opts = [make_optimizer(m.encoder.parameters(), cfg) for m in self._models]
 
     def models(self) -> list:
         return self._models
 
+    def _batches(self, xs: list, rng: np.random.Generator) -> list[list[np.ndarray]]:
+        return [minibatches(x.shape[0], self.batch_size, rng) for x in xs]
+
     def reconstruction_epoch(self, xs: list, rng: np.random.Generator) -> np.ndarray:
-        """One reconstruction epoch of every client in order; optimiser steps ``(C,)``."""
-        return np.array([reconstruction_epoch(m, o, x, self.batch_size, rng)
-                         for m, o, x in zip(self._models, self.rec_opts, xs)], dtype=np.int64)
+        """One reconstruction epoch of every client; optimiser steps ``(C,)``."""
+        batches = self._batches(xs, rng)
+        return np.array(client_map(lambda i: reconstruction_epoch(self._models[i], self.rec_opts[i], xs[i],
+                                                                  self.batch_size, batches[i]),
+                                   list(range(len(xs))), self.threads), dtype=np.int64)
 
     def alignment_epoch(self, xs: list, mu, w, rng: np.random.Generator) -> np.ndarray:
-        """One alignment epoch of every client in order towards centroids ``mu`` with weights ``w``."""
-        return np.array([alignment_epoch(m, o, x, mu, w, self.batch_size, rng)
-                         for m, o, x in zip(self._models, self.al_opts, xs)], dtype=np.int64)
+        """One alignment epoch of every client towards centroids ``mu`` with weights ``w``."""
+        batches = self._batches(xs, rng)
+        return np.array(client_map(lambda i: alignment_epoch(self._models[i], self.al_opts[i], xs[i], mu, w,
+                                                             self.batch_size, batches[i]),
+                                   list(range(len(xs))), self.threads), dtype=np.int64)
 
     def client_reconstruction_epoch(self, i: int, x, rng: np.random.Generator) -> int:
         """One reconstruction epoch of client ``i`` alone, with its own optimiser."""
@@ -188,7 +199,7 @@ def run_gca(fed: Federation, cfg: FedConfig, seed: int, checkpoints=None, engine
     for r in range(start, cfg.rounds + 1):
         for e in range(1, cfg.recon_epochs + 1):
             steps += clients.reconstruction_epoch(xs, rng)
-            curve.add(r, e, evaluate_pools(clients.models(), xs, pools, cfg.quantile))
+            curve.add(r, e, evaluate_pools(clients.models(), xs, pools, cfg.quantile, cfg.client_threads))
         uploads = [upload_codes(m, x, cfg.upload_fraction, rng) for m, x in zip(clients.models(), xs)]
         codes = np.concatenate([z for _, z in uploads])
         k = min(cfg.n_clusters, codes.shape[0])

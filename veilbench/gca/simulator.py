@@ -46,6 +46,7 @@ from veilbench.gca.federation import (  # noqa: F401 - re-exported: the simulato
     RunResult,
     Upload,
     batch_stream,
+    client_map,
     evaluate_clients,
     evaluate_pools,
     initial_model,
@@ -54,7 +55,7 @@ from veilbench.gca.federation import (  # noqa: F401 - re-exported: the simulato
 )
 from veilbench.gca.gca import run_gca
 from veilbench.gca.models import count_params
-from veilbench.gca.training import flat_params, reconstruction_epoch, set_flat_params
+from veilbench.gca.training import flat_params, minibatches, reconstruction_epoch, set_flat_params
 from veilbench.validation import ValidationError
 
 #: ``local_step(global_vec (P,), xs, cfg, rng, prox) -> (local (C, P) float64, steps (C,))``: every
@@ -134,33 +135,42 @@ def dp_noise_multiplier(cfg: FedConfig, weights: np.ndarray) -> float:
     return float((cfg.dp_sigma / weights.shape[0]) / (cfg.dp_clip * weights.max()))
 
 
-def local_training(model, x, cfg: FedConfig, rng: np.random.Generator, prox_center=None) -> int:
+def local_training(model, x, cfg: FedConfig, rng, prox_center=None) -> int:
     """One client's part of a parameter-sharing round: ``cfg.local_epochs`` reconstruction epochs of
     ``model`` on ``x`` ``(N_i, d_x)`` with a fresh Adam (plus the FedProx term when ``prox_center``
-    is the global ``(P,)`` tensor); returns the optimiser steps :math:`\tau_i`."""
+    is the global ``(P,)`` tensor); returns the optimiser steps :math:`\tau_i`. ``rng``: a generator
+    or the client's epochs' batches already drawn (a list per epoch)."""
     opt = make_optimizer(model.parameters(), cfg)
-    return sum(reconstruction_epoch(model, opt, x, cfg.batch_size, rng, prox_center, cfg.prox_mu)
-               for _ in range(cfg.local_epochs))
+    drawn = rng if isinstance(rng, list) else [rng] * cfg.local_epochs
+    return sum(reconstruction_epoch(model, opt, x, cfg.batch_size, epoch, prox_center, cfg.prox_mu)
+               for epoch in drawn)
 
 
 def sequential_local_step(spec) -> LocalStep:
-    """A :data:`LocalStep` training the clients one after the other on one working copy of the AE
-    (a fresh Adam per client per round; mini-batches drawn client-major, then epoch)."""
+    """A :data:`LocalStep` training each client on a working copy of the AE (a fresh Adam per client
+    per round). The mini-batches are drawn client-major, then epoch, before any client trains, so the
+    clients may train side by side (``cfg.client_threads`` threads, one working copy each) with the
+    bits of the one-after-the-other loop."""
     import torch
 
-    work = None  # built on the run's device at the first round; parameters overwritten from the global vector
+    work: list = []  # built on the run's device at the first round; parameters overwritten from the global vector
 
     def step(global_vec, xs, cfg, rng, prox):
-        nonlocal work
-        if work is None:
-            work = initial_model(spec, 0, cfg.device)
+        threads = max(1, min(cfg.client_threads, len(xs)))
+        while len(work) < threads:
+            work.append(initial_model(spec, 0, cfg.device))
         center = torch.from_numpy(global_vec).to(cfg.device) if prox else None
+        drawn = [[minibatches(x.shape[0], cfg.batch_size, rng) for _ in range(cfg.local_epochs)] for x in xs]
         local = np.empty((len(xs), global_vec.shape[0]), dtype=np.float64)
         taus = np.zeros(len(xs), dtype=np.int64)
-        for i, x in enumerate(xs):
-            set_flat_params(work, global_vec)
-            taus[i] = local_training(work, x, cfg, rng, center)
-            local[i] = flat_params(work)
+
+        def train(t: int) -> None:  # working copy t trains clients t, t + threads, …
+            for i in range(t, len(xs), threads):
+                set_flat_params(work[t], global_vec)
+                taus[i] = local_training(work[t], xs[i], cfg, drawn[i], center)
+                local[i] = flat_params(work[t])
+
+        client_map(train, list(range(threads)), threads)
         return local, taus
 
     return step

@@ -109,13 +109,13 @@ def reconstruction_epoch(
     opt: LocalOptimizer,
     x,
     batch_size: int,
-    rng: np.random.Generator,
+    rng,
     prox_center=None,
     prox_mu: float = 0.0,
 ) -> int:
     """One epoch of :math:`L_{rec}` (+ FedProx term when ``prox_center`` is a ``(P,)`` tensor).
 
-    ``x``: ``(n, d_x)`` tensor. Updates ``model`` in place through ``opt``; returns the number of
+    ``x``: ``(n, d_x)`` tensor; ``rng``: a generator or the epoch's drawn batches (:func:`run_epoch`). Updates ``model`` in place through ``opt``; returns the number of
     optimiser steps taken (:math:`\\lceil n/B \\rceil`).
     """
     torch = _torch()
@@ -130,11 +130,15 @@ def reconstruction_epoch(
     return run_epoch(model, opt, x, batch_size, rng, loss_fn)
 
 
-def run_epoch(model, opt: LocalOptimizer, x, batch_size: int, rng: np.random.Generator, loss_fn) -> int:
-    """One epoch of mini-batch steps on ``loss_fn(x_batch)`` through ``opt``; returns the step count."""
+def run_epoch(model, opt: LocalOptimizer, x, batch_size: int, rng, loss_fn) -> int:
+    """One epoch of mini-batch steps on ``loss_fn(x_batch)`` through ``opt``; returns the step count.
+
+    ``rng``: the generator the epoch's shuffle is drawn from (:func:`minibatches`), or that epoch's
+    batches already drawn (a list of index arrays), so that clients trained side by side see the
+    batches the one-after-the-other loop would have drawn."""
     model.train()
     steps = 0
-    for idx in minibatches(x.shape[0], batch_size, rng):
+    for idx in (rng if isinstance(rng, list) else minibatches(x.shape[0], batch_size, rng)):
         loss = loss_fn(x[idx if x.device.type == "cpu" else _torch().from_numpy(idx).to(x.device)])
         opt.optimizer.zero_grad(set_to_none=True)
         loss.backward()
