@@ -14,6 +14,12 @@ root of :mod:`tasks.paper_gca` (or of ``make reproduce``) and writes, for every 
 * the paper's numbers (spec gca.md §8, Tables 6 and 10: means over the three class pairs) and a
   plain statement of what our cells say about the paper's claim.
 
+``--tabular ROOT`` adds the tabular stand-ins (``paper-gca-breast-cancer``, ``paper-gca-wine``, 10 seeds,
+every method): mean [95 % t interval] per method, and the paper's claims judged as ``claims.csv``
+judges them (paired per-seed tests, the flag-all detector as the data-free reference of the utility
+claims, the FedAvg attack's advantage as the premise of the attack comparisons, Holm across the
+sweep's claims; :func:`tasks.verdicts.judge_claim`).
+
 A cell still running (or killed) is read from its per-round checkpoint: its curves so far give the
 trend and its checkpoint's CPU time, and it is labelled "running, round r of R" (no attack yet).
 """
@@ -208,6 +214,79 @@ def verdict(found: dict[str, list[dict[str, Any]]], points_per_round: int) -> li
     return lines
 
 
+#: (claim, ours metric, op, than method, factor, premise metric or None, data-free constant or None)
+TABULAR_CLAIMS = (
+    ("GCA detects anomalies as well as FedAvg (test ROC AUC, validation-selected, ≥ −0.92 %)",
+     "utility_roc_auc", ">=", "fedavg", 0.9908, None, 0.5),
+    ("GCA's accuracy is comparable to FedAvg (test accuracy, validation-selected, ≥ −0.92 %)",
+     "utility_accuracy", ">=", "fedavg", 0.9908, None, 0.5),
+    ("GCA is better than Single-Client (test ROC AUC, validation-selected)", "utility_roc_auc", ">", "single", 1.0,
+     None, 0.5),
+    ("Against GCA the attack gains less over its best data-free control than against FedAvg (NTMSE advantage)",
+     "privacy_ntmse_advantage", "<", "fedavg", 1.0, "privacy_ntmse_advantage", None),
+    ("Against GCA the attack gains less over its best data-free control than against FedAvg (Δcos advantage)",
+     "privacy_delta_cos_advantage", "<", "fedavg", 1.0, "privacy_delta_cos_advantage", None),
+)
+TABULAR_METRICS = ("utility_roc_auc", "utility_accuracy", "utility_accuracy_paper", "utility_roc_auc_final",
+                   "privacy_ntmse_advantage", "privacy_delta_cos_advantage")
+
+
+def _per_seed(root: Path, sweep: str, method: str) -> dict[str, dict[str, float]] | None:
+    record = root / "reports" / "sweeps" / sweep / "cells" / f"method={method}.json"
+    return json.loads(record.read_text())["per_seed"] if record.is_file() else None
+
+
+def _ci(values: list[float]) -> str:
+    from scipy import stats
+
+    v = np.asarray([x for x in values if math.isfinite(x)], dtype=float)
+    if v.size == 0:
+        return "—"
+    if v.size < 2:
+        return f"{v.mean():.3f}"
+    half = float(stats.t.ppf(0.975, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size))
+    return f"{v.mean():.3f} [{v.mean() - half:.3f}, {v.mean() + half:.3f}]"
+
+
+def tabular_section(root: Path, sweep: str) -> list[str]:
+    """Markdown of one tabular stand-in sweep (module doc)."""
+    from tasks.verdicts import Estimate, holm, judge_claim
+
+    per = {m: _per_seed(root, sweep, m) for m in ORDER}
+    per = {m: v for m, v in per.items() if v}
+    if "gca" not in per:
+        return [f"### `{sweep}`", "", "_Not run yet._", ""]
+    n = len(per["gca"])
+    lines = [f"### `{sweep}`: {n} seeds, every method", "",
+             "| method | " + " | ".join(TABULAR_METRICS) + " |", "|---|" + "---|" * len(TABULAR_METRICS)]
+    for m, seeds in per.items():
+        lines.append(f"| {m} | " + " | ".join(_ci([s.get(k, math.nan) for s in seeds.values()])
+                                            for k in TABULAR_METRICS) + " |")
+    judged = []
+    for claim, metric, op, than, factor, premise, data_free in TABULAR_CLAIMS:
+        if than not in per:
+            continue
+        ours = Estimate.of_seeds({s: v[metric] for s, v in per["gca"].items() if metric in v})
+        other = Estimate.of_seeds({s: v[metric] for s, v in per[than].items() if metric in v})
+        prem = None if premise is None else (
+            f"{than} {premise}", Estimate.of_seeds({s: v[premise] for s, v in per[than].items() if premise in v}))
+        first = judge_claim(ours, other, op, factor=factor, premise=prem,
+                            data_free=() if data_free is None else (Estimate.of_constant(data_free),))
+        judged.append((claim, metric, op, than, factor, prem, data_free, first))
+    adjusted = holm([j[-1].p_value if j[-1].is_finding else math.nan for j in judged])
+    lines += ["", "| claim | verdict | GCA − f·other, mean [95 % bounds] | p | p (Holm) | why |", "|---|---|---|---|---|---|"]
+    for (claim, metric, op, than, factor, prem, data_free, first), p_holm in zip(judged, adjusted, strict=True):
+        ours = Estimate.of_seeds({s: v[metric] for s, v in per["gca"].items() if metric in v})
+        other = Estimate.of_seeds({s: v[metric] for s, v in per[than].items() if metric in v})
+        v = judge_claim(ours, other, op, factor=factor, premise=prem, p_adjusted=p_holm,
+                        data_free=() if data_free is None else (Estimate.of_constant(data_free),))
+        d = v.diff
+        lines.append(f"| {claim} | **{v.verdict}** | "
+                     + ("—" if d is None else f"{d.mean:+.4f} [{d.lower:+.4f}, {d.upper:+.4f}]")
+                     + f" | {_f(v.p_value, 4)} | {_f(p_holm, 4)} | {v.reason} |")
+    return lines + [""]
+
+
 def build(root: Path, paper_params: Path) -> str:
     import yaml
 
@@ -227,8 +306,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", default="runs/paper-gca")
     parser.add_argument("--params", default="params.paper.yaml")
     parser.add_argument("--out", default="reports/paper/gca.md")
+    parser.add_argument("--tabular", default=None, help="root of the tabular stand-in sweeps (e.g. runs/paper-gca-tabular)")
     args = parser.parse_args(argv)
     text = build(Path(args.root).resolve(), Path(args.params))
+    if args.tabular:
+        troot = Path(args.tabular).resolve()
+        text += ("\n## GCA on tabular stand-ins (scikit-learn breast cancer and wine), 10 seeds\n\n"
+                 f"Generated by `python -m tasks.paper_gca_report --tabular {args.tabular}` from `veilbench run --no-dvc "
+                 "--params params.paper.yaml` restricted to the two sweeps. The default run's GCA protocol; verdicts "
+                 "as in `claims.csv` (one family: Holm across the claims of each sweep).\n\n")
+        for sweep in ("paper-gca-breast-cancer", "paper-gca-wine"):
+            text += "\n".join(tabular_section(troot, sweep)) + "\n"
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(text)
     print(f"wrote {args.out}")
