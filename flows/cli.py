@@ -48,9 +48,13 @@ def _root() -> Path:
     return repo_root()
 
 
-def _validate(params: Path | None) -> None:
+def _validate(params: Path | None, dvc: bool = True) -> None:
+    """Every check ``run`` makes of the params file before a stage runs: the schema (keys, types,
+    ranges, cross-references, every cell's options) and, for a run through DVC (``dvc``), the
+    params keys dvc.yaml's stages read (:mod:`flows.preflight`). Exit 2 with the problems."""
     from veilbench.validation import ValidationError
 
+    from flows.preflight import missing_dvc_params
     from tasks.common import load_params
 
     try:
@@ -58,14 +62,23 @@ def _validate(params: Path | None) -> None:
     except ValidationError as exc:
         console.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(2) from None
+    dvc_yaml = _root() / "dvc.yaml"
+    missing = missing_dvc_params(Path(params or _root() / "params.yaml"), dvc_yaml) if dvc and dvc_yaml.is_file() else []
+    if missing:
+        console.print("[red]error:[/red] " + escape("invalid params for a DVC run:\n  " + "\n  ".join(missing)))
+        raise typer.Exit(2)
     console.print(f"params OK: {len(cfg.datasets)} dataset(s), {len(cfg.embeddings)} embedding(s), "
                   f"{sum(len(s.expand()) for s in cfg.sweeps.values())} cell(s)")
 
 
 @app.command()
-def validate(params: Path = typer.Option(None, help="path to params.yaml (default: repo root)")) -> None:
-    """Validate params.yaml (unknown keys, types, ranges, cross-references) and exit."""
-    _validate(params)
+def validate(params: Path = typer.Option(None, help="path to params.yaml (default: repo root)"),
+             no_dvc: bool = typer.Option(False, "--no-dvc", help="skip the checks only a DVC run needs (the params "
+                                                                  "keys dvc.yaml's stages read), as `run --no-dvc` does")
+             ) -> None:
+    """Validate params.yaml as `run` will before any stage starts (unknown keys, types, ranges,
+    cross-references, every cell's options, the keys DVC's stages read) and exit."""
+    _validate(params, dvc=not no_dvc)
 
 
 @app.command()
@@ -140,7 +153,7 @@ def _prepare_run(root: Path, params: Path | None, no_dvc: bool) -> None:
 
         raise UsageError(f"{root}: not a DVC repository (no .dvc folder); run veilbench in the project folder "
                          f"(or set VEILBENCH_ROOT to it), or use --no-dvc")
-    _validate(params)
+    _validate(params, dvc=not no_dvc)
     from tasks.common import snapshot_params
 
     os.environ.update(snapshot_params(params or root / "params.yaml"))  # stages refuse a file edited mid-run
