@@ -178,8 +178,13 @@ _CACHE_LOCK = threading.Lock()
 
 
 def _client(uri: str) -> Any:
+    import logging
+
     from mlflow.tracking import MlflowClient
 
+    # MLflow logs two INFO lines ("Creating initial MLflow database tables...", "Updating database
+    # tables") when it creates a SQLite store: routine set-up, not news for the person running.
+    logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)
     with _CACHE_LOCK:
         if uri not in _CLIENTS:
             _CLIENTS[uri] = MlflowClient(uri)
