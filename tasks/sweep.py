@@ -279,7 +279,8 @@ def finish_stage(stage: str, sweep: str, outcomes: dict[str, str], params_path: 
         means = {c: {m: s["mean"] for m, s in read_json(ctx.out_root / f"{c}.json")["summary"].items()}
                  for c in ctx.cells}
         write_json(sweep_report_dir(ctx.root, sweep) / "metrics.json", cell_means_table(means))
-        write_json(sweep_report_dir(ctx.root, sweep) / "summary.json", sweep_summary(means, len(ctx.scfg.seeds)))
+        write_json(sweep_report_dir(ctx.root, sweep) / "summary.json", sweep_summary(means, len(ctx.scfg.seeds),
+                                                                                   ctx.scfg.family, ctx.cells))
         out = sweep_report_dir(ctx.root, sweep)
     else:
         write_json(ctx.out_root / "sweep.json", {
