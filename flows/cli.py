@@ -242,11 +242,14 @@ def compare(
     rev: list[str] = typer.Option(None, "--rev", help="git revision (runs tagged mlflow.source.git.commit); repeat"),
     params_file: list[str] = typer.Option(None, "--params-file",
                                           help="params file (runs tagged with its hash, or its name if absent); repeat"),
-    metric: list[str] = typer.Option(None, "--metric", "-m", help="only these metrics (default: all means)"),
+    metric: list[str] = typer.Option(None, "--metric", "-m",
+                                     help="only these metrics (default: each family's headline utility and attacker)"),
+    all_metrics: bool = typer.Option(False, "--all", help="every metric's mean (a very wide table)"),
     out: Path = typer.Option(None, help="output folder (default reports/compare)"),
 ) -> None:
     """Compare the evaluate metrics of each (sweep, cell) across experiments, git revisions or
-    params files (markdown + CSV); warns about cells missing on any side."""
+    params files (markdown + CSV); warns about cells missing on any side. By default each row shows
+    its family's headline metrics (primary utility, attacker metric), named in its own columns."""
     from tasks.compare import comparison, experiment_side, params_side, revision_side, write_comparison
 
     if rev and params_file:
@@ -263,7 +266,9 @@ def compare(
             sides = [params_side(p, scope) for p in params_file]
         else:
             sides = [experiment_side(e) for e in experiment]
-        result = comparison(sides, list(metric) if metric else None, _root())
+        if metric and all_metrics:
+            raise ValueError("--metric and --all: give metrics, or --all for every one, not both")
+        result = comparison(sides, list(metric) if metric else None, _root(), headline=not (metric or all_metrics))
     except (KeyError, ValueError) as exc:
         console.print(f"[red]error:[/red] {escape(str(exc.args[0]))}")
         raise typer.Exit(2) from None

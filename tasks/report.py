@@ -60,7 +60,7 @@ from tasks.report_figures import (
 )
 from tasks.report_numbers import error_bars, fmt_stats, glossary
 from tasks.report_tables import markdown_table as _markdown
-from tasks.tracking import stage_run
+from tasks.tracking import params_file_tags, stage_run
 from tasks.verdicts import (
     ALPHA,
     Estimate,
@@ -649,15 +649,32 @@ def report(params_path: str | Path | None = None, root: Path | None = None) -> P
     from tasks.report_html import write_html
 
     write_html(out, reports / "index.html")
-    with stage_run(cfg.tracking.experiment, "report", {"title": cfg.report.title}, {}, root) as mlflow:
-        mlflow.log_artifact(str(out))
-        mlflow.log_artifact(str(ledger_csv))
+    params_file = Path(params_path).name if params_path else "params.yaml"
+    with stage_run(cfg.tracking.experiment, "report", {"title": cfg.report.title}, params_file_tags(params_path, root),
+                   root, run_name=f"report {params_file}") as mlflow:
+        for path in report_artifacts(reports):
+            parent = path.parent.relative_to(reports)
+            mlflow.log_artifact(str(path), None if parent == Path(".") else str(parent))
         for dataset, c in composed.items():
             if not math.isfinite(c["epsilon"]):
                 continue
             mlflow.log_metrics({f"ledger.{dataset}.epsilon": c["epsilon"], f"ledger.{dataset}.delta": c["delta"],
                                 f"ledger.{dataset}.n_releases": c["n_releases"]})
     return out
+
+
+def report_artifacts(reports: Path) -> list[Path]:
+    """The files of a built report that its MLflow run keeps: ``index.md`` and ``index.html`` (the
+    whole report, figures embedded), the family pages, the ledger and every figure and table the
+    pages show (``figures/*.png``, ``tables/*``, linked from the pages; stale files of an earlier
+    configuration are not linked, so not logged)."""
+    pages = [reports / "index.md", reports / "index.html", *sorted(reports.glob("*.md"))]
+    pages = list(dict.fromkeys(p for p in pages if p.is_file()))
+    linked = {m for p in pages if p.suffix == ".md" for m in re.findall(r"(?:figures|tables)/[\w.\-]+\.\w+",
+                                                                       p.read_text(encoding="utf-8"))}
+    extra = [reports / name for name in sorted(linked) if (reports / name).is_file()]
+    ledger = reports / "privacy_ledger.csv"
+    return pages + ([ledger] if ledger.is_file() else []) + extra
 
 
 report_task = as_task(report, "report")
