@@ -213,6 +213,7 @@ class FrontierConfig(_Strict):
 
     name: str
     family: str
+    title: str = Field("", description="the figure's title (default: the family and the axes' labels)")
     x: str = Field(description="a metric name, or param:<option> for a cell option such as ε")
     y: str
     group_by: str | list[str] = Field("mechanism", description="option(s) whose values name the curves")
