@@ -39,15 +39,8 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # measure.py beside this script
 
+from bench_test_suite import git_rev, speed_unit  # noqa: E402  the same machine-speed unit and revision
 from measure import drift_summary, first_checkpoint, unit_checkpoint  # noqa: E402
-
-
-def speed_unit() -> int:
-    """The unit of machine speed: 300 000 steps of a pure-Python loop (as bench_test_suite.py)."""
-    total = 0
-    for i in range(300_000):
-        total += i * i
-    return total
 
 
 def quick_params(params: dict[str, Any]) -> dict[str, Any]:
@@ -87,11 +80,6 @@ def at_fraction(log: dict[str, Any], fraction: float = 0.25) -> dict[str, Any]:
             "predicted_remaining": predicted, "actual_remaining": round(actual, 3),
             "ratio": None if ratio is None else round(ratio, 3),
             "within_2x": ratio is not None and 0.5 <= ratio <= 2.0}
-
-
-def git_rev() -> str | None:
-    proc = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True)
-    return proc.stdout.strip() or None if proc.returncode == 0 else None
 
 
 def main() -> int:

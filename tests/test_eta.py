@@ -234,3 +234,42 @@ def test_piped_output_prints_a_progress_line_between_stages(tmp_path: Path, monk
             p.cell_done("release@a", f"epsilon={100 + i}", "computed")
     lines = out.getvalue().splitlines()
     assert len(lines) == 1 and lines[0].startswith("… 2/3 cells done (2 computed), 0/1 stages; elapsed 45.0 s, ETA ")
+
+
+def _bench_eta():
+    import importlib
+    import sys
+
+    from tests.conftest import REPO
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        return importlib.import_module("bench_eta")
+    finally:
+        sys.path.remove(str(REPO / "benchmarks"))
+
+
+def test_bench_eta_reads_the_eta_at_a_quarter_of_the_stages_against_the_time_left() -> None:
+    bench = _bench_eta()
+    log = {"stages": 8, "wall_seconds": 100.0, "events": [
+        {"elapsed": 10.0, "stages_done": 1, "eta": None}, {"elapsed": 20.0, "stages_done": 2, "eta": 120.0},
+        {"elapsed": 40.0, "stages_done": 3, "eta": 30.0}]}
+    out = bench.at_fraction(log)
+    assert out["stage_at"] == 2 and out["actual_remaining"] == 80.0 and out["ratio"] == 1.5 and out["within_2x"]
+    log["events"][1]["eta"] = None
+    assert bench.at_fraction(log)["within_2x"] is False, "still estimating at a quarter: not within 2x"
+    log["events"][1]["eta"] = 200.0
+    assert bench.at_fraction(log)["ratio"] == 2.5 and not bench.at_fraction(log)["within_2x"]
+
+
+def test_bench_eta_quick_params_are_a_valid_small_run() -> None:
+    from tests.conftest import REPO
+    from veilbench.config import validate_config
+
+    bench = _bench_eta()
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    cfg = validate_config(bench.quick_params(params))
+    assert sorted(s.family for s in cfg.sweeps.values()) == ["anchornoise", "dc", "gca", "scoreshield"]
+    assert all(len(s.seeds) == 1 and len(s.expand()) <= 2 for s in cfg.sweeps.values())
+    used = {s.embedding for s in cfg.sweeps.values()}
+    assert set(cfg.embeddings) == used
