@@ -11,7 +11,7 @@ For a ``(k, f)`` not observed yet, the same kind's rate in the other families st
 
 (a kind's cost is more alike across families than a family's across kinds: a federation's
 checkpoint selection is trivial where data collaboration's integration trains a model, so scaling
-one family's release time by another's integrate/release ratio can be off a hundredfold). With no
+one family's release time by another's integrate/release ratio can be off by orders of magnitude). With no
 family observed for the kind there is no estimate: :meth:`CellCosts.rate` returns None and the
 run says it is still estimating. The pipeline runs the first stage instance of each (stage,
 family) ahead of the queue (:mod:`flows.dag`), so every group is observed early.
