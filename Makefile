@@ -108,5 +108,13 @@ bench-quick: $(STAMP)
 	for b in benchmarks/bench_*.py; do n=$$(basename $$b .py); \
 	  case $$b in *overhead*) ;; *) $(BIN)/python $$b --quick --out reports/bench/quick/$${n#bench_}.json || exit 1 ;; esac; done
 
+# What a run writes that git does not track: the DVC-cached stage outputs (CACHED_OUTS, the `outs` of
+# dvc.yaml's cached stages; each folder keeps the .gitignore DVC wrote there, which git tracks), evaluate's
+# timings, the MLflow store with its artifacts (mlruns/), the run log and DVC's plots page. The committed
+# records (reports/) and the DVC cache (.dvc/cache) stay; `dvc checkout` restores the outputs from it.
+# tests/test_papercuts.py checks CACHED_OUTS against dvc.yaml.
+CACHED_OUTS := data/prepare data/embed data/release data/integrate data/attack
+RUN_FILES := data/evaluate mlflow.db mlruns reports/run.log reports/compare dvc_plots
 clean-outputs:
-	rm -rf data/prepare data/embed data/release data/integrate data/attack reports/cells mlflow.db
+	for d in $(CACHED_OUTS); do if [ -d $$d ]; then find $$d -mindepth 1 -maxdepth 1 ! -name .gitignore -exec rm -rf {} +; fi; done
+	rm -rf $(RUN_FILES)

@@ -2,7 +2,9 @@
 
     veilbench run                 # validate params.yaml, one local Prefect server, reproduce stale
                                   # DVC stages in this process (dvc.lock as after `dvc repro`)
-    veilbench run --stage release # only one stage (and what it needs)
+    veilbench run --stage release # only one stage (and what it needs); release@<sweep>: one instance
+    veilbench run --dry-run       # list the stale stages and the cells each would compute; run nothing
+    veilbench dag                 # the stage graph, one short line per sweep
     veilbench run --per-stage-processes  # plain `dvc repro` (one process per stage)
     veilbench run --no-dvc        # the whole pipeline as one Prefect flow, no DVC bookkeeping
     veilbench validate            # check params.yaml and exit
@@ -48,9 +50,13 @@ def _root() -> Path:
     return repo_root()
 
 
-def _validate(params: Path | None) -> None:
+def _validate(params: Path | None, dvc: bool = True) -> None:
+    """Every check ``run`` makes of the params file before a stage runs: the schema (keys, types,
+    ranges, cross-references, every cell's options) and, for a run through DVC (``dvc``), the
+    params keys dvc.yaml's stages read (:mod:`flows.preflight`). Exit 2 with the problems."""
     from veilbench.validation import ValidationError
 
+    from flows.preflight import missing_dvc_params
     from tasks.common import load_params
 
     try:
@@ -58,6 +64,11 @@ def _validate(params: Path | None) -> None:
     except ValidationError as exc:
         console.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(2) from None
+    dvc_yaml = _root() / "dvc.yaml"
+    missing = missing_dvc_params(Path(params or _root() / "params.yaml"), dvc_yaml) if dvc and dvc_yaml.is_file() else []
+    if missing:
+        console.print("[red]error:[/red] " + escape("invalid params for a DVC run:\n  " + "\n  ".join(missing)))
+        raise typer.Exit(2)
     console.print(f"params OK: {len(cfg.datasets)} dataset(s), {len(cfg.embeddings)} embedding(s), "
                   f"{sum(len(s.expand()) for s in cfg.sweeps.values())} cell(s)")
     for problems in cfg.missing_claim_cells().values():
@@ -66,14 +77,21 @@ def _validate(params: Path | None) -> None:
 
 
 @app.command()
-def validate(params: Path = typer.Option(None, help="path to params.yaml (default: repo root)")) -> None:
-    """Validate params.yaml (unknown keys, types, ranges, cross-references) and exit."""
-    _validate(params)
+def validate(params: Path = typer.Option(None, help="path to params.yaml (default: repo root)"),
+             no_dvc: bool = typer.Option(False, "--no-dvc", help="skip the checks only a DVC run needs (the params "
+                                                                  "keys dvc.yaml's stages read), as `run --no-dvc` does")
+             ) -> None:
+    """Validate params.yaml as `run` will before any stage starts (unknown keys, types, ranges,
+    cross-references, every cell's options, the keys DVC's stages read) and exit."""
+    _validate(params, dvc=not no_dvc)
 
 
 @app.command()
 def run(
-    stage: str = typer.Option(None, help=f"run only this stage (one of {', '.join(STAGES)}) and what it depends on"),
+    stage: str = typer.Option(None, help=f"run only this stage (one of {', '.join(STAGES)}, or one instance such as "
+                                         f"release@<sweep>, embed@<embedding>) and what it depends on"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="list the stale stages and the cells each would compute; "
+                                                          "run and write nothing"),
     per_stage_processes: bool = typer.Option(
         False, "--per-stage-processes", help="plain `dvc repro`: one process per stage (slower, same results)"),
     no_dvc: bool = typer.Option(False, "--no-dvc", help="run all stages as one Prefect flow without DVC bookkeeping"),
@@ -89,11 +107,15 @@ def run(
     `dvc repro`, without a Python start-up per stage. Progress: a live display on a terminal
     (stages, cells computed/reused, elapsed, ETA), one line per finished stage otherwise; library
     warnings go to reports/run.log (counted on screen); Ctrl-C stops within a few seconds."""
-    _check_run_options(stage, params, no_dvc, workers, dask_address)
+    _check_run_options(stage, params, no_dvc, workers, dask_address, dry_run, per_stage_processes)
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")  # flow/task INFO lines would drown the progress
     os.environ.setdefault("TQDM_DISABLE", "1")  # libraries' own bars (model weights loading) likewise
     root = _root()
-    _prepare_run(root, params, no_dvc)
+    _prepare_run(root, params, no_dvc, writes=not dry_run)
+    _check_stage_key(stage)
+    if dry_run:
+        _dry_run(root, stage, force)
+        return
     from flows.interrupt import Interrupt
     from tasks.progress import captured_warnings
 
@@ -117,15 +139,31 @@ def run(
         raise typer.Exit(code)
     if "progress" in shown:
         console.print(shown["progress"].summary())
-    console.print(f"done: see {root / 'reports' / 'index.md'} (or index.html)")
+    console.print(f"done: see {_output_root(root, params, no_dvc) / 'reports' / 'index.md'} (or index.html)")
+
+
+def _output_root(root: Path, params: Path | None, no_dvc: bool) -> Path:
+    """Where the run writes: the workspace, or for another params file with ``--no-dvc`` its own
+    folder (:func:`flows.benchmark.output_root`: ``runs/<params file stem>/``)."""
+    if not no_dvc:
+        return root
+    from flows.benchmark import output_root
+
+    return output_root(str(params) if params else None, root)
 
 
 def _check_run_options(stage: str | None, params: Path | None, no_dvc: bool, workers: int,
-                       dask_address: str | None) -> None:
+                       dask_address: str | None, dry_run: bool = False, per_stage_processes: bool = False) -> None:
     """Exit 2 with one line for option combinations ``run`` does not accept."""
     problem = None
-    if stage is not None and stage not in STAGES:
-        problem = f"--stage must be one of {STAGES}, got {stage!r}"
+    name, at, key = (stage or "").partition("@")
+    if stage is not None and (name not in STAGES or (at and (not key or name == "report"))):
+        problem = (f"--stage must be one of {STAGES} or <stage>@<key> (e.g. release@<sweep>, embed@<embedding>, "
+                   f"prepare@<dataset>), got {stage!r}")
+    elif stage is not None and no_dvc:
+        problem = "--stage: only with DVC (--no-dvc runs every stage of the params file)"
+    elif dry_run and (no_dvc or per_stage_processes):
+        problem = "--dry-run: only with DVC in this process (not with --no-dvc or --per-stage-processes)"
     elif params is not None and not no_dvc:
         problem = "--params: only with --no-dvc (DVC stages read params.yaml at the repo root)"
     elif (workers > 1 or dask_address) and not no_dvc:
@@ -135,7 +173,52 @@ def _check_run_options(stage: str | None, params: Path | None, no_dvc: bool, wor
         raise typer.Exit(2)
 
 
-def _prepare_run(root: Path, params: Path | None, no_dvc: bool) -> None:
+def _check_stage_key(stage: str | None) -> None:
+    """Exit 2 when ``--stage <stage>@<key>`` names a key the params file does not have."""
+    name, _, key = (stage or "").partition("@")
+    if not key:
+        return
+    from flows._stage import STAGE_KEYS
+    from tasks.common import load_params
+    from veilbench.config import did_you_mean
+
+    section = STAGE_KEYS[name][0]
+    keys = list(getattr(load_params(None), section))
+    if key not in keys:
+        console.print(f"[red]error:[/red] {escape(f'--stage: {key!r} is not in {section} ({keys})')}"
+                      f"{escape(did_you_mean(key, keys))}")
+        raise typer.Exit(2)
+
+
+def _dry_run(root: Path, stage: str | None, force: bool) -> None:
+    """Print what ``run`` would do now: the stale stages (DVC's plan) and, for each cell stage whose
+    inputs are already up to date, the cells it would compute (the others it reuses)."""
+    from flows.pipeline import plan
+    from tasks.paths import CELL_STAGES
+    from tasks.sweep import cells_to_compute, sweep_cells
+
+    needs = plan(root, [stage] if stage else None, force)
+    if not needs:
+        console.print("dry run: 0 stage(s) would run (all up to date)")
+        return
+    console.print(f"dry run: {len(needs)} stage(s) would run; nothing was run or written")
+    for address, upstream in needs.items():
+        name, _, sweep = address.partition("@")
+        if name not in CELL_STAGES:
+            console.print(f"  {address}", highlight=False, markup=False)
+            continue
+        cells = sweep_cells(sweep, root=root)
+        if upstream:
+            line = f"  {address}: {len(cells)} cell(s); which to compute is decided after {upstream[-1]}"
+        else:
+            todo = cells_to_compute(name, sweep, root=root)
+            shown = ", ".join(todo[:6]) + (f", … {len(todo) - 6} more" if len(todo) > 6 else "")
+            line = (f"  {address}: {len(todo)} of {len(cells)} cell(s) to compute"
+                    + (f" ({shown})" if todo else "; the others are reused"))
+        console.print(line, highlight=False, markup=False)
+
+
+def _prepare_run(root: Path, params: Path | None, no_dvc: bool, writes: bool = True) -> None:
     """Before anything starts: a DVC project (unless ``no_dvc``), valid params, the params snapshot
     every stage checks, and prepared outputs of replaced user data files removed (so DVC reruns them)."""
     if not no_dvc and not (root / ".dvc").is_dir():
@@ -143,11 +226,11 @@ def _prepare_run(root: Path, params: Path | None, no_dvc: bool) -> None:
 
         raise UsageError(f"{root}: not a DVC repository (no .dvc folder); run veilbench in the project folder "
                          f"(or set VEILBENCH_ROOT to it), or use --no-dvc")
-    _validate(params)
+    _validate(params, dvc=not no_dvc)
     from tasks.common import snapshot_params
 
     os.environ.update(snapshot_params(params or root / "params.yaml"))  # stages refuse a file edited mid-run
-    if not no_dvc:
+    if not no_dvc and writes:
         from tasks.sources import invalidate_replaced_sources
 
         for dataset in invalidate_replaced_sources(root):
@@ -188,15 +271,34 @@ def _run_pipeline(root: Path, stage: str | None, per_stage_processes: bool, no_d
             return 0
         url = server.wait_until_ready()
         console.print(f"Prefect API: {url}")
-        if no_dvc:
-            cmd = [sys.executable, "-m", "flows.benchmark"] + (["--params", str(params)] if params else [])
-            cmd += (["--workers", str(workers)] if workers > 1 else []) + (
-                ["--dask-address", dask_address] if dask_address else [])
-        else:
-            cmd = [sys.executable, "-m", "dvc", "repro"] + (["--force"] if force else []) + ([stage] if stage else [])
+        if no_dvc:  # in this process, as one Prefect flow, with the same progress display
+            from flows.benchmark import run_with_progress
+            from tasks.tracking import open_store
+
+            out = _output_root(root, params, no_dvc)
+            if out != root:
+                out.mkdir(parents=True, exist_ok=True)
+                console.print(f"outputs in {out}")
+            open_store(out)
+            _, shown["progress"] = run_with_progress(str(params.resolve()) if params else None, None, workers,
+                                                     dask_address, out, warnings_count=lambda: wlog.count)
+            return 0
+        cmd = [sys.executable, "-m", "dvc", "repro"] + (["--force"] if force else []) + ([stage] if stage else [])
         # dvc.yaml commands call `python`: make it this interpreter (the project venv).
         path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
         return subprocess.call(cmd, cwd=root, env={**os.environ, "PREFECT_API_URL": url, "PATH": path})
+
+
+@app.command()
+def dag(params: Path = typer.Option(None, help="path to params.yaml (default: repo root)")) -> None:
+    """Print the stage graph of the params file: each data set, its embeddings, the sweeps on each
+    with their stages (one short line per sweep), then the report."""
+    from flows.dag import dag_lines, stage_graph
+    from tasks.common import load_params
+
+    cfg = load_params(params)
+    Console(soft_wrap=True).print("\n".join(dag_lines(stage_graph(cfg, list(cfg.sweeps)))), markup=False,
+                                  highlight=False)
 
 
 @app.command()
@@ -232,11 +334,14 @@ def compare(
     rev: list[str] = typer.Option(None, "--rev", help="git revision (runs tagged mlflow.source.git.commit); repeat"),
     params_file: list[str] = typer.Option(None, "--params-file",
                                           help="params file (runs tagged with its hash, or its name if absent); repeat"),
-    metric: list[str] = typer.Option(None, "--metric", "-m", help="only these metrics (default: all means)"),
+    metric: list[str] = typer.Option(None, "--metric", "-m",
+                                     help="only these metrics (default: each family's headline utility and attacker)"),
+    all_metrics: bool = typer.Option(False, "--all", help="every metric's mean (a very wide table)"),
     out: Path = typer.Option(None, help="output folder (default reports/compare)"),
 ) -> None:
     """Compare the evaluate metrics of each (sweep, cell) across experiments, git revisions or
-    params files (markdown + CSV); warns about cells missing on any side."""
+    params files (markdown + CSV); warns about cells missing on any side. By default each row shows
+    its family's headline metrics (primary utility, attacker metric), named in its own columns."""
     from tasks.compare import comparison, experiment_side, params_side, revision_side, write_comparison
 
     if rev and params_file:
@@ -253,7 +358,9 @@ def compare(
             sides = [params_side(p, scope) for p in params_file]
         else:
             sides = [experiment_side(e) for e in experiment]
-        result = comparison(sides, list(metric) if metric else None, _root())
+        if metric and all_metrics:
+            raise ValueError("--metric and --all: give metrics, or --all for every one, not both")
+        result = comparison(sides, list(metric) if metric else None, _root(), headline=not (metric or all_metrics))
     except (KeyError, ValueError) as exc:
         console.print(f"[red]error:[/red] {escape(str(exc.args[0]))}")
         raise typer.Exit(2) from None

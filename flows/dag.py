@@ -9,7 +9,11 @@ always have the next ready cell of *any* stage: they do not idle at each stage b
 slowest cell of one sweep finishes.
 
 Under a thread-pool runner of ``workers`` threads the scheduler sends at most :data:`QUEUE_DEPTH`
-tasks per worker and keeps the rest itself, in start order; other runners (Dask) get every ready task. Cells of every
+tasks per worker and keeps the rest itself, in start order, except for *probes*: the cells of the
+first stage instance of each (stage, family) go ahead of the other cells (after the probes already
+waiting), and those of the first instance of a stage at all go first. A run so learns early what
+each kind of cell costs in each family (:mod:`tasks.eta`: the ETA of a first run); the total work,
+hence the run's length, is the same. Other runners (Dask) get every ready task. Cells of every
 family may run concurrently (stage functions hold no process-global state,
 :mod:`veilbench.families.base`).
 
@@ -59,12 +63,36 @@ def stage_graph(cfg: Config, sweeps: Iterable[str]) -> dict[str, list[str]]:
     return graph
 
 
+def dag_lines(graph: Mapping[str, Iterable[str]]) -> list[str]:
+    """A readable picture of a stage graph (:func:`stage_graph`): each data set, under it its
+    embeddings, under each the sweeps built on it with their cell stages, one line per sweep, then
+    the report; short lines whatever the number of sweeps (``dvc dag`` draws every instance side by
+    side, one text line thousands of characters wide)."""
+    needs = {a: list(n) for a, n in graph.items()}
+    lines: list[str] = []
+    for dataset in (a for a in needs if a.startswith("prepare@")):
+        lines.append(dataset)
+        embeds = [a for a in needs if a.startswith("embed@") and dataset in needs[a]]
+        for i, embed in enumerate(embeds):
+            last = i == len(embeds) - 1
+            lines.append(f"{'└─' if last else '├─'} {embed}")
+            sweeps = [a.partition("@")[2] for a in needs if a.startswith(f"{CELL_STAGES[0]}@") and embed in needs[a]]
+            for j, sweep in enumerate(sweeps):
+                stages = [st for st in CELL_STAGES if f"{st}@{sweep}" in needs]
+                lines.append(f"{'   ' if last else '│  '}{'└─' if j == len(sweeps) - 1 else '├─'} "
+                             f"{' → '.join(stages)} @{sweep}")
+    if "report" in needs:
+        lines.append(f"report (after {len(needs['report'])} evaluate stage(s))")
+    return lines
+
+
 class _GraphRun:
     """The state of one :func:`run_stage_dag` call: which instances wait, which cells are queued or in
     flight, and the first error. Every method runs in the calling (scheduling) thread."""
 
     def __init__(self, needs: Mapping[str, Iterable[str]], params_path: str | None, workers: int | None,
-                 callbacks: Mapping[str, Callable[..., None] | None], root: Path | None = None):
+                 callbacks: Mapping[str, Callable[..., None] | None], root: Path | None = None,
+                 families: Mapping[str, str] | None = None):
         self.order = list(needs)
         known = (*_SINGLE_TASK_STAGES, *CELL_STAGES, "report")
         unknown = [a for a in self.order if a.partition("@")[0] not in known]
@@ -81,6 +109,9 @@ class _GraphRun:
         self.results: dict[str, Any] = {}
         self.started: set[str] = set()
         self.error: BaseException | None = None
+        self.families = dict(families or {})  # sweep → family
+        self.probed: set[tuple[str, str]] = set()  # (stage, family) whose first instance went ahead
+        self.probes = 0  # probe cells at the head of ``ready``
 
     def _call(self, name: str, *args: Any) -> None:
         callback = self.callbacks.get(name)
@@ -115,7 +146,15 @@ class _GraphRun:
         cells = begin_stage_task(name, key, self.params_path, self.root)
         self.cells_left[address], self.outcomes[address] = len(cells), {}
         self._call("on_cells", address, list(cells))
-        self.ready.extend((address, cell) for cell in cells)
+        group = (name, self.families.get(key, key))
+        if cells and group not in self.probed:  # a probe (module docstring)
+            at = 0 if all(stage != name for stage, _ in self.probed) else self.probes
+            self.probed.add(group)
+            for i, cell in enumerate(cells):
+                self.ready.insert(at + i, (address, cell))
+            self.probes += len(cells)
+        else:
+            self.ready.extend((address, cell) for cell in cells)
         if not cells:
             self.finish(address, None)
 
@@ -133,6 +172,7 @@ class _GraphRun:
         worker, so a worker that finishes while this thread does bookkeeping finds its next task waiting."""
         limit = None if self.workers is None else QUEUE_DEPTH * self.workers
         while self.error is None and self.ready and (limit is None or len(self.in_flight) < limit):
+            self.probes = max(0, self.probes - 1)
             self.submit(*self.ready.popleft())
 
     def collect(self) -> list[tuple[str, Any]]:
@@ -205,6 +245,7 @@ def run_stage_dag(
     ``root`` is the folder the tasks read and write (default: :func:`tasks.paths.repo_root` where
     each task runs); passing it makes it a task parameter, so worker processes need no environment."""
     root_path = Path(root) if root else None
-    load_params(params_path, root_path)  # a bad params file is an error before any work
+    cfg = load_params(params_path, root_path)  # a bad params file is an error before any work
     callbacks = {"on_start": on_start, "on_done": on_done, "on_cells": on_cells, "on_cell": on_cell}
-    return _GraphRun(needs, params_path, workers, callbacks, root_path).run()
+    families = {name: s.family for name, s in cfg.sweeps.items()}
+    return _GraphRun(needs, params_path, workers, callbacks, root_path, families).run()

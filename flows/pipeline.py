@@ -136,6 +136,29 @@ def _stage_environment(root: Path) -> Iterator[None]:
         yield
 
 
+def plan(root: Path, targets: list[str] | None = None, force: bool = False) -> dict[str, list[str]]:
+    """The stale stages of ``targets`` (default: the whole ``dvc.yaml``) as DVC's planner finds them
+    (step 1 of the module docstring), each with the stale stages it needs, in DVC's order; runs
+    nothing and writes nothing (``veilbench run --dry-run``)."""
+    from dvc.repo import Repo, lock_repo
+
+    logging.getLogger("dvc").propagate = False
+    with chdir(root), _stage_environment(root), Repo(str(root)) as repo, lock_repo(repo):
+        return _plan(repo, targets, force).needs
+
+
+def _plan(repo: Any, targets: list[str] | None, force: bool) -> StalePlanner:
+    planner = StalePlanner()
+    planning_log = logging.getLogger("dvc.repo.reproduce")
+    level = planning_log.level
+    planning_log.setLevel(logging.WARNING)  # DVC logs an empty line per stale stage while it plans
+    try:
+        repo.reproduce(targets or None, force=force, repro_fn=planner)
+    finally:
+        planning_log.setLevel(level)
+    return planner
+
+
 def reproduce_in_process(root: Path, targets: list[str] | None = None, force: bool = False,
                          before_execute: Callable[[], object] | None = None,
                          progress: Callable[[list[str]], Any] | None = None,
@@ -152,14 +175,7 @@ def reproduce_in_process(root: Path, targets: list[str] | None = None, force: bo
     logging.getLogger("dvc").propagate = False  # DVC prints its own messages; Prefect's root handler would repeat them
     # DVC resolves targets (and the default dvc.yaml) against the working directory, as `dvc repro` run there
     with chdir(root), _stage_environment(root), Repo(str(root)) as repo, lock_repo(repo):  # lock entries written under it too
-        planner = StalePlanner()
-        planning_log = logging.getLogger("dvc.repo.reproduce")
-        level = planning_log.level
-        planning_log.setLevel(logging.WARNING)  # DVC logs an empty line per stale stage while it plans
-        try:
-            repo.reproduce(targets or None, force=force, repro_fn=planner)
-        finally:
-            planning_log.setLevel(level)
+        planner = _plan(repo, targets, force)
         if not planner.stages:
             return []
         if before_execute is not None:

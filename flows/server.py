@@ -3,9 +3,15 @@
 Without ``PREFECT_API_URL`` every Prefect process boots its own temporary server (tens of seconds on two
 cores). :func:`local_prefect_server` starts one ``prefect server start`` on a free loopback port,
 waits until ``/api/health`` answers, exports ``PREFECT_API_URL`` for child processes (the DVC
-stages) and stops the server afterwards. An already-set ``PREFECT_API_URL`` is used as is.
-:func:`booting_prefect_server` yields while the server is still booting, for callers with work
-to do that needs no API (``veilbench run`` plans the DVC stages meanwhile).
+stages) and stops the server afterwards. :func:`booting_prefect_server` yields while the server is still
+booting, for callers with work to do that needs no API (``veilbench run`` plans the DVC stages meanwhile).
+
+Reuse. No server is started when one is already there (:func:`configured_server`): the
+``PREFECT_API_URL`` of the environment, else that of the active profile of the user's Prefect
+(``prefect config set PREFECT_API_URL=…``, in ``$PREFECT_HOME/profiles.toml``) when it answers,
+else a server answering at Prefect's own default address (:data:`DEFAULT_API_URL`, what a bare
+``prefect server start`` serves). The run then uses it (and exports its URL for child processes)
+and leaves it running.
 
 Lifetime. The server runs under a small *watchdog* process (:data:`_WATCHDOG`) in a session and
 process group of its own, so a Ctrl-C in the terminal reaches only the run, which then stops the
@@ -75,6 +81,47 @@ sys.exit(code or 1)
 """
 
 
+#: The API of a server started by a bare ``prefect server start`` (Prefect's default host and port).
+DEFAULT_API_URL = "http://127.0.0.1:4200/api"
+
+
+def _healthy(url: str, timeout: float = 0.5) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url.rstrip('/')}/health", timeout=timeout) as resp:
+            return resp.status == 200
+    except (OSError, ValueError):
+        return False
+
+
+def _profile_api_url() -> str | None:
+    """``PREFECT_API_URL`` of the active profile of the user's Prefect (``$PREFECT_PROFILES_PATH``,
+    else ``$PREFECT_HOME/profiles.toml``, else ``~/.prefect/profiles.toml``; profile
+    ``$PREFECT_PROFILE``, else the file's ``active``), read without importing Prefect."""
+    import tomllib
+
+    home = Path(os.environ.get("PREFECT_HOME") or Path.home() / ".prefect").expanduser()
+    path = Path(os.environ.get("PREFECT_PROFILES_PATH") or home / "profiles.toml").expanduser()
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    active = os.environ.get("PREFECT_PROFILE") or data.get("active")
+    profile = (data.get("profiles") or {}).get(active) or {}
+    url = profile.get("PREFECT_API_URL") if isinstance(profile, dict) else None
+    return url if isinstance(url, str) and url else None
+
+
+def configured_server() -> str | None:
+    """The API URL of a Prefect server this run should use instead of starting one (module
+    docstring): the environment's, else the profile's or :data:`DEFAULT_API_URL` when it answers."""
+    if os.environ.get("PREFECT_API_URL"):
+        return os.environ["PREFECT_API_URL"]
+    for url in (_profile_api_url(), DEFAULT_API_URL):
+        if url and _healthy(url, timeout=0.3):
+            return url
+    return None
+
+
 class PrefectServerDied(RuntimeError):
     """The run's Prefect server exited while the run still needed it."""
 
@@ -122,14 +169,21 @@ def _interrupt_on_death(server: BootingServer, proc: subprocess.Popen, stopping:
 
 @contextmanager
 def booting_prefect_server(root: Path, host: str = "127.0.0.1", timeout: float = 180.0) -> Iterator[BootingServer]:
-    """Start ``prefect server start`` on a free loopback port (unless ``PREFECT_API_URL`` is set)
-    and yield at once, so the caller can work while it boots (much of it the
+    """Start ``prefect server start`` on a free loopback port (unless a server is configured or
+    running, :func:`configured_server`) and yield at once, so the caller can work while it boots (much of it the
     database migrations of a new ``PREFECT_HOME``). ``PREFECT_API_URL`` and ``PREFECT_HOME`` are
     exported from the start, so Prefect's settings read at import time see them; the server is
     stopped on exit, and stops by itself when this process dies (see the module docstring).
     A server that dies while the caller works raises :class:`PrefectServerDied` here."""
-    if os.environ.get("PREFECT_API_URL"):
-        yield BootingServer(os.environ["PREFECT_API_URL"], None, "", timeout)
+    reuse = configured_server()
+    if reuse:
+        saved_url = os.environ.get("PREFECT_API_URL")
+        os.environ["PREFECT_API_URL"] = reuse
+        try:
+            yield BootingServer(reuse, None, "", timeout)
+        finally:
+            if saved_url is None:
+                os.environ.pop("PREFECT_API_URL", None)
         return
     port = _free_port(host)
     saved = {k: os.environ.get(k) for k in ("PREFECT_API_URL", "PREFECT_HOME")}

@@ -6,5 +6,7 @@ task wrapping it (``*_task``). Unit tests call the plain functions; flows compos
 """
 
 from tasks.numerics import pin_cpu_code_paths
+from tasks.telemetry import telemetry_off
 
 pin_cpu_code_paths()  # before numpy or torch load: one CPU code path, the same bits on every x86-64 CPU
+telemetry_off()  # before MLflow or Prefect load: no usage reporting from any entry point

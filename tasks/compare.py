@@ -7,8 +7,12 @@ On each side the record of a sweep is its latest finished evaluate parent run an
 nested under it (:func:`tasks.tracking.latest_cell_runs`), so a cell removed from the sweep does
 not linger. Rows are keyed by (sweep, cell): ``mechanism=clean`` of four sweeps is four rows.
 Columns are ``<metric> [<side>]`` (means over seeds; per-seed and ``_ci95`` columns only when
-asked for by name). A (sweep, cell) present on one side and absent on another is reported in
-:attr:`Comparison.missing` and as a warning line at the top of the markdown.
+asked for by name). With ``headline=True`` (what ``veilbench compare`` shows unless given metrics)
+each row holds only its family's headline metrics (:func:`tasks.metrics_summary.headline_metrics`:
+the primary utility and the attacker metric), as columns ``utility [<side>]`` and ``attacker
+[<side>]`` beside ``utility metric`` / ``attacker metric`` naming them for the row's sweep: one
+narrow table whatever the families. A (sweep, cell) present on one side and absent on another is
+reported in :attr:`Comparison.missing` and as a warning line at the top of the markdown.
 """
 
 from __future__ import annotations
@@ -85,8 +89,25 @@ def _shown(metric: str, wanted: list[str] | None) -> bool:
     return not (metric.endswith("_ci95") or ".seed_" in metric)
 
 
-def comparison(sides: list[Side | str], metrics: list[str] | None = None, root: Path | None = None) -> Comparison:
-    """The evaluate metrics of each (sweep, cell) on each side (a string is an experiment name).
+def _headline_choice(runs_by_side: dict[str, list[Any]]) -> dict[str, tuple[str | None, str | None]]:
+    """sweep → its (utility, attacker) headline metrics, from the family tag and the metrics its
+    cell runs report on any side."""
+    from tasks.metrics_summary import headline_metrics
+
+    family: dict[str, str] = {}
+    present: dict[str, set[str]] = {}
+    for runs in runs_by_side.values():
+        for run in runs:
+            sweep = run.data.tags.get("sweep", "")
+            family.setdefault(sweep, run.data.tags.get("family", ""))
+            present.setdefault(sweep, set()).update(run.data.metrics)
+    return {sweep: headline_metrics(family[sweep], present[sweep]) for sweep in family}
+
+
+def comparison(sides: list[Side | str], metrics: list[str] | None = None, root: Path | None = None,
+               headline: bool = False) -> Comparison:
+    """The evaluate metrics of each (sweep, cell) on each side (a string is an experiment name);
+    ``headline``: only each family's headline metrics (module docstring; ``metrics`` then unused).
 
     Raises ``KeyError`` naming experiments that do not exist and ``ValueError`` when two sides
     share a label."""
@@ -106,22 +127,35 @@ def comparison(sides: list[Side | str], metrics: list[str] | None = None, root: 
     all_ids = [e.experiment_id for e in client.search_experiments()]
     rows: list[dict[str, Any]] = []
     keys: dict[str, set[tuple[str, str]]] = {}
+    runs_by_side: dict[str, list[Any]] = {}
     for side in sides:
         ids = [client.get_experiment_by_name(e).experiment_id for e in side.experiments] if side.experiments else all_ids
-        runs = latest_cell_runs(client, ids, "evaluate", side.filter_string) if ids else []
-        keys[side.label] = {(r.data.tags.get("sweep", ""), r.data.tags["cell"]) for r in runs}
+        runs_by_side[side.label] = latest_cell_runs(client, ids, "evaluate", side.filter_string) if ids else []
+        keys[side.label] = {(r.data.tags.get("sweep", ""), r.data.tags["cell"]) for r in runs_by_side[side.label]}
+    chosen = _headline_choice(runs_by_side) if headline else {}
+    for label, runs in runs_by_side.items():
         for run in runs:
-            for name, value in run.data.metrics.items():
-                if _shown(name, metrics):
-                    rows.append({"sweep": run.data.tags.get("sweep", ""), "cell": run.data.tags["cell"],
-                                 "column": f"{name} [{side.label}]", "value": value})
+            sweep = run.data.tags.get("sweep", "")
+            if headline:
+                shown = {role: name for role, name in zip(("utility", "attacker"), chosen[sweep], strict=True) if name}
+                values = [(f"{role} [{label}]", run.data.metrics.get(name)) for role, name in shown.items()]
+            else:
+                values = [(f"{name} [{label}]", v) for name, v in run.data.metrics.items() if _shown(name, metrics)]
+            rows += [{"sweep": sweep, "cell": run.data.tags["cell"], "column": c, "value": v}
+                     for c, v in values if v is not None]
     every = set().union(*keys.values()) if keys else set()
     missing = {label: sorted(every - have) for label, have in keys.items()}
+    index = pd.MultiIndex.from_tuples(sorted(every), names=["sweep", "cell"])
     if not rows:
-        return Comparison(pd.DataFrame(index=pd.MultiIndex.from_tuples(sorted(every), names=["sweep", "cell"])), missing)
+        return Comparison(pd.DataFrame(index=index), missing)
     table = pd.DataFrame(rows).pivot_table(index=["sweep", "cell"], columns="column", values="value", aggfunc="last")
-    table = table.reindex(pd.MultiIndex.from_tuples(sorted(every), names=["sweep", "cell"]))
+    table = table.reindex(index)
     table.columns.name = None
+    if headline:  # the metric names first, then each role's value per side
+        order = [c for role in ("utility", "attacker") for c in [f"{role} metric"] + [f"{role} [{s}]" for s in labels]]
+        for i, role in enumerate(("utility", "attacker")):
+            table[f"{role} metric"] = [chosen[sweep][i] or "" for sweep in table.index.get_level_values("sweep")]
+        return Comparison(table[[c for c in order if c in table.columns]], missing)
     return Comparison(table.sort_index(axis=1), missing)
 
 
@@ -140,7 +174,7 @@ def write_comparison(result: Comparison, out_dir: Path | None = None, root: Path
 
 
 def compare(sides: list[Side | str], out_dir: Path | None = None, metrics: list[str] | None = None,
-            root: Path | None = None) -> tuple[Path, Path]:
+            root: Path | None = None, headline: bool = False) -> tuple[Path, Path]:
     """:func:`comparison` of ``sides`` written by :func:`write_comparison`; returns (markdown, CSV)."""
     root = root or repo_root()
-    return write_comparison(comparison(sides, metrics, root), out_dir, root)
+    return write_comparison(comparison(sides, metrics, root, headline), out_dir, root)

@@ -9,10 +9,11 @@ From the report's cell rows (:func:`tasks.report.load_cell_metrics`) that carry 
   reconstruction error and the number of leaked pairs);
 * ``figures/crossfamily.png``: shared axes for every family, x = the attacker's advantage over the
   data-free control (``xfam_linkage_advantage``) when the cells report it, else the linkage rate,
-  y = utility balanced accuracy; one Okabe–Ito colour and marker per family, CI error bars, the
+  y = utility balanced accuracy; one Okabe–Ito colour and open marker per family (points at one place
+  show every family's outline: none hides another), CI error bars, the
   chance linkage as a dashed data-free reference, one panel per dataset, the legend outside the
-  axes, and only each family's Pareto points labelled (by cell, never overlapping:
-  :func:`tasks.report_figures.place_labels`);
+  axes, and only each family's Pareto points labelled (short cell names, never overlapping each
+  other or a marker: :func:`tasks.report_figures.place_labels`);
 * ``plots/crossfamily.json``: the plotted points, for ``dvc plots``;
 
 and returns the markdown lines for ``index.md``. The files are written even when no cell emitted
@@ -120,7 +121,7 @@ def plot_crossfamily(points: list[dict[str, Any]], path: Path) -> dict[str, list
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from tasks.report_figures import REFERENCE_STYLE, colour, legend_outside, marker, place_labels, save_figure
+    from tasks.report_figures import REFERENCE_STYLE, colour, legend_outside, marker, place_labels, save_figure, short_cell
     from tasks.report_numbers import error_bars
 
     adv = _has_advantage(points)
@@ -139,7 +140,7 @@ def plot_crossfamily(points: list[dict[str, Any]], path: Path) -> dict[str, list
             xs, ys = [p[xkey] for p in fp], [p["y"] for p in fp]
             ax.errorbar(xs, ys, xerr=error_bars(ADVANTAGE if adv else LINKAGE, xs, [p[f"{xkey}_ci95"] or 0.0 for p in fp]),
                         yerr=error_bars(UTILITY_METRIC, ys, [p["y_ci95"] for p in fp]), fmt=m, color=c, capsize=3,
-                        label=fam, markersize=6)
+                        label=fam, markersize=7, markerfacecolor="none", markeredgewidth=1.4, elinewidth=0.8)
         if not adv:
             chances = sorted({round(p["chance"], 12) for p in pts if math.isfinite(p["chance"])})
             if chances:
@@ -158,7 +159,7 @@ def plot_crossfamily(points: list[dict[str, Any]], path: Path) -> dict[str, list
         ax.grid(True, alpha=0.3)
         legend_outside(ax)
         front = [p for fam in families for p in pareto([p for p in pts if p["family"] == fam], xkey)]
-        place_labels(ax, [p[xkey] for p in front], [p["y"] for p in front], [p["cell"] for p in front])
+        place_labels(ax, [p[xkey] for p in front], [p["y"] for p in front], [short_cell(p["cell"]) for p in front])
     return save_figure(fig, path)
 
 

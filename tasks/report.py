@@ -50,9 +50,15 @@ from tasks.paths import repo_root, sweep_dir, sweep_report_dir
 from tasks.report_figures import (
     METRIC_REFERENCE_GREYS,
     REFERENCE_STYLE,
+    cell_options,
     colour,
+    dodge,
     legend_outside,
     marker,
+    place_labels,
+    readable_title,
+    reference_colour,
+    short_cell,
     short_log_ticks,
 )
 from tasks.report_figures import (
@@ -60,7 +66,7 @@ from tasks.report_figures import (
 )
 from tasks.report_numbers import error_bars, fmt_stats, glossary
 from tasks.report_tables import markdown_table as _markdown
-from tasks.tracking import stage_run
+from tasks.tracking import params_file_tags, stage_run
 from tasks.verdicts import data_free_digest, data_free_section
 from veilbench.config import Config, FrontierConfig
 from veilbench.io import atomic_write_text, read_json, write_json
@@ -230,15 +236,57 @@ def frontier_summary(points: list[dict[str, Any]], fr: FrontierConfig) -> list[s
     return lines
 
 
+def swept_option(curve: list[dict[str, Any]]) -> str | None:
+    """The one cell option that varies along a curve (read from its cells' names), when exactly one
+    does and its values are numbers: a curve against a metric is drawn in that option's order."""
+    options = [cell_options(p["cell"]) for p in curve]
+    varying = [k for k in options[0] if len({o.get(k) for o in options}) > 1] if options else []
+    if len(varying) != 1:
+        return None
+    try:
+        [float(o[varying[0]]) for o in options]
+    except (KeyError, ValueError):
+        return None
+    return varying[0]
+
+
+def _flat_references(groups: dict[str, list[dict[str, Any]]], tolerance: float) -> list[tuple[float, str]]:
+    """Horizontal reference lines ``(y, label)`` of the reference points ``groups`` (group → points),
+    lines whose y values are within ``tolerance`` of each other drawn once (four data-free cells at one accuracy
+    are one line: ``random (data-free; 4 cells)``)."""
+    flat = sorted(((p["y"], name, "data-free" if p.get("data_free") else "reference", p["cell"])
+                   for name, g in groups.items() for p in g), key=lambda t: t[0])
+    merged: list[list[Any]] = []
+    for item in flat:
+        if merged and item[0] - merged[-1][0][0] <= tolerance:
+            merged[-1].append(item)
+        else:
+            merged.append([item])
+    lines = []
+    for cluster in merged:
+        by_name: dict[tuple[str, str], list[str]] = {}
+        for _, name, kind, cell in cluster:
+            by_name.setdefault((name, kind), []).append(cell)
+        parts = [f"{name} ({kind}" + (f"; {len(cells)} cells)" if len(cells) > 1 else ")")
+                 for (name, kind), cells in by_name.items()]
+        y = sum(c[0] for c in cluster) / len(cluster)
+        lines.append((y, ", ".join(parts) + (f", y ≈ {y:.3g}" if len(cluster) > 1 else "")))
+    return lines
+
+
 def draw_frontier(points: list[dict[str, Any]], fr: FrontierConfig,
                   reference_lines: Sequence[dict[str, Any]] = ()) -> Any:
     """One privacy–utility figure (a matplotlib Figure, not saved): one curve per group with CI
-    error bars (Okabe–Ito colours, distinct markers); references dashed: a reference group whose
-    cells have the x value (e.g. a data-free release at each ε) as one curve against x, the others
-    as horizontal lines, the metric-level data-free references
+    error bars (Okabe–Ito colours, distinct markers); a curve against a metric x joined in the order
+    of the one option its cells vary (d̃, σ, …: :func:`swept_option`), each point labelled with that
+    option's value; references dashed: a reference group whose cells have the x value (e.g. a
+    data-free release at each ε) as one curve against x, the others as horizontal lines (lines at
+    the same height drawn once, :func:`_flat_references`), the metric-level data-free references
     (:func:`tasks.report_references.frontier_reference_lines`) as vertical (x) or horizontal or
     curved (y) lines; the marked x as a dotted line, the paper's value as a labelled star, the
-    legend outside the axes."""
+    legend outside the axes, the title a readable name (``title``, else the family and the axes'
+    labels); curves whose markers would coincide drawn side by side
+    (:func:`tasks.report_figures.dodge`)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -246,14 +294,22 @@ def draw_frontier(points: list[dict[str, Any]], fr: FrontierConfig,
 
     fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=120)
     curves = _curves(points, references=False)
+    series: list[list[Any]] = []
+    labels: list[tuple[float, float, str]] = []
     for i, (name, g) in enumerate(curves.items()):
         label = name
         if fr.fit_loglog and (fit := loglog_slope([p["x"] for p in g], [p["y"] for p in g])) is not None:
             label = f"{name} (slope {fit[0]:.2f})"
+        option = None if fr.x.startswith("param:") else swept_option(g)
+        if option is not None:  # joined in the option's order, not zig-zagging along the x metric
+            g = sorted(g, key=lambda p, o=option: float(cell_options(p["cell"])[o]))
+            labels += [(p["x"], p["y"], short_cell(p["cell"], drop=[k for k in cell_options(p["cell"]) if k != option]))
+                       for p in g]
         xs, ys = [p["x"] for p in g], [p["y"] for p in g]
-        ax.errorbar(xs, ys, yerr=error_bars(fr.y, ys, [p["y_ci95"] for p in g]),
-                    xerr=error_bars(fr.x, xs, [p["x_ci95"] for p in g]), marker=marker(i), color=colour(i), capsize=3,
-                    label=label)
+        bars = ax.errorbar(xs, ys, yerr=error_bars(fr.y, ys, [p["y_ci95"] for p in g]),
+                           xerr=error_bars(fr.x, xs, [p["x_ci95"] for p in g]), marker=marker(i), color=colour(i),
+                           capsize=3, label=label)
+        series.append([bars.lines[0], *bars.lines[1], *bars.lines[2]])
     j = len(curves)
     datasets = {p["dataset"] for p in points}
     groups: dict[str, list[dict[str, Any]]] = {}
@@ -268,16 +324,17 @@ def draw_frontier(points: list[dict[str, Any]], fr: FrontierConfig,
             label = f"{name} ({kind})"
             if fr.fit_loglog and (fit := loglog_slope([p["x"] for p in with_x], [p["y"] for p in with_x])):
                 label = f"{name} ({kind}, slope {fit[0]:.2f})"
-            ax.plot([p["x"] for p in with_x], [p["y"] for p in with_x], color=colour(j), marker=".", label=label,
-                    **REFERENCE_STYLE)
+            [line] = ax.plot([p["x"] for p in with_x], [p["y"] for p in with_x], color=reference_colour(j), marker=".",
+                             label=label, **REFERENCE_STYLE)
+            series.append([line])
             j += 1
-            g = [p for p in g if p["x"] is None]
-        flat = sorted({p["y"] for p in g})
-        for y in flat:
-            cells = [p["cell"] for p in g if p["y"] == y]
-            label = f"{name} ({kind})" if len(flat) == 1 else f"{name} ({kind}; {', '.join(cells)})"
-            ax.axhline(y, color=colour(j), label=label, **REFERENCE_STYLE)
-            j += 1
+        groups[name] = [p for p in g if p["x"] is None] + [p for p in g if p["x"] is not None and len(
+            {q["x"] for q in with_x}) < 2]
+    ys_all = [p["y"] for p in points]
+    span = (max(ys_all) - min(ys_all)) if ys_all else 0.0
+    for y, label in _flat_references(groups, 0.01 * span):
+        ax.axhline(y, color=reference_colour(j), label=label, **REFERENCE_STYLE)
+        j += 1
     for line in reference_lines:  # neutral greys: never a curve's colour
         grey = METRIC_REFERENCE_GREYS[line["axis"]]
         if "xs" in line:
@@ -301,9 +358,13 @@ def draw_frontier(points: list[dict[str, Any]], fr: FrontierConfig,
         short_log_ticks(ax.xaxis)
     ax.set_xlabel(fr.x_label or fr.x, fontsize=8)
     ax.set_ylabel(fr.y_label or fr.y, fontsize=8)
-    ax.set_title(fr.name, fontsize=9)
+    ax.set_title(fr.title or readable_title(fr.family, fr.y_label or fr.y, fr.x_label or fr.x), fontsize=9)
     ax.grid(True, alpha=0.3)
+    ax.margins(x=0.06)
     legend_outside(ax, fontsize=7)
+    dodge(ax, series)
+    if labels:
+        place_labels(ax, [x for x, _, _ in labels], [y for _, y, _ in labels], [t for _, _, t in labels], fontsize=6)
     return fig
 
 
@@ -563,15 +624,32 @@ def report(params_path: str | Path | None = None, root: Path | None = None) -> P
     from tasks.report_html import write_html
 
     write_html(out, reports / "index.html")
-    with stage_run(cfg.tracking.experiment, "report", {"title": cfg.report.title}, {}, root) as mlflow:
-        mlflow.log_artifact(str(out))
-        mlflow.log_artifact(str(ledger_csv))
+    params_file = Path(params_path).name if params_path else "params.yaml"
+    with stage_run(cfg.tracking.experiment, "report", {"title": cfg.report.title}, params_file_tags(params_path, root),
+                   root, run_name=f"report {params_file}") as mlflow:
+        for path in report_artifacts(reports):
+            parent = path.parent.relative_to(reports)
+            mlflow.log_artifact(str(path), None if parent == Path(".") else str(parent))
         for dataset, c in composed.items():
             if not math.isfinite(c["epsilon"]):
                 continue
             mlflow.log_metrics({f"ledger.{dataset}.epsilon": c["epsilon"], f"ledger.{dataset}.delta": c["delta"],
                                 f"ledger.{dataset}.n_releases": c["n_releases"]})
     return out
+
+
+def report_artifacts(reports: Path) -> list[Path]:
+    """The files of a built report that its MLflow run keeps: ``index.md`` and ``index.html`` (the
+    whole report, figures embedded), the family pages, the ledger and every figure and table the
+    pages show (``figures/*.png``, ``tables/*``, linked from the pages; stale files of an earlier
+    configuration are not linked, so not logged)."""
+    pages = [reports / "index.md", reports / "index.html", *sorted(reports.glob("*.md"))]
+    pages = list(dict.fromkeys(p for p in pages if p.is_file()))
+    linked = {m for p in pages if p.suffix == ".md" for m in re.findall(r"(?:figures|tables)/[\w.\-]+\.\w+",
+                                                                       p.read_text(encoding="utf-8"))}
+    extra = [reports / name for name in sorted(linked) if (reports / name).is_file()]
+    ledger = reports / "privacy_ledger.csv"
+    return pages + ([ledger] if ledger.is_file() else []) + extra
 
 
 report_task = as_task(report, "report")

@@ -34,13 +34,16 @@ from pathlib import Path
 from typing import Any
 
 from tasks.report_figures import (
+    FAMILY_NAMES,
     METRIC_REFERENCE_GREYS,
     REFERENCE_STYLE,
     colour,
     legend_outside,
     marker,
     place_labels,
+    reference_colour,
     save_figure,
+    short_cell,
 )
 from tasks.report_numbers import error_bars, fmt_number, fmt_stats, interval
 from veilbench.config import Config
@@ -357,9 +360,10 @@ def summary_section(cfg: Config, family: str, rows: list[dict[str, Any]], claim_
 
 def plot_pareto(cfg: Config, family: str, rows: list[dict[str, Any]], path: Path) -> dict[str, list[Any]] | None:
     """The family's Pareto figure: every cell of the headline sweep (utility vs attacker metric),
-    frontier points joined and labelled, reference cells' utility and data-free attackers as dashed
-    lines, legend outside. Returns the figure's layout (:func:`tasks.report_figures.layout`), or
-    None (and writes nothing) without a headline comparison."""
+    frontier points joined and labelled (short names, :func:`tasks.report_figures.short_cell`), the
+    other cells grey (each cell drawn once), reference cells' utility and data-free attackers as
+    dashed lines, legend outside, a readable title. Returns the figure's layout
+    (:func:`tasks.report_figures.layout`), or None (and writes nothing) without a headline comparison."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -372,9 +376,13 @@ def plot_pareto(cfg: Config, family: str, rows: list[dict[str, Any]], path: Path
     groups = reference_groups(cfg, family)
     mode, best = best_per_level(h, groups)
     fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=120)
-    pts = [r for r in h["rows"] if _has(r, u) and _has(r, a) and not is_reference(r, groups)]
-    ax.scatter([_mean(r, a) for r in pts], [_mean(r, u) for r in pts], color="0.65", s=18, label="other cells", zorder=2)
     front = [r for r in best if _has(r, a)]
+    on_front = {id(r) for r in front}
+    pts = [r for r in h["rows"] if _has(r, u) and _has(r, a) and not is_reference(r, groups) and id(r) not in on_front]
+    if pts:
+        # small and above the frontier: a cell as good as a frontier point shows inside its marker
+        ax.scatter([_mean(r, a) for r in pts], [_mean(r, u) for r in pts], color="0.55", s=12, label="other cells",
+                   zorder=4)
     if front:
         xs, ys = [_mean(r, a) for r in front], [_mean(r, u) for r in front]
         ax.errorbar(xs, ys, yerr=error_bars(u, ys, [r["summary"][u]["ci95"] for r in front]), color=colour(0),
@@ -384,7 +392,8 @@ def plot_pareto(cfg: Config, family: str, rows: list[dict[str, Any]], path: Path
     for r in h["rows"]:
         if is_reference(r, groups) and _has(r, u):
             kind = "data-free" if is_data_free(r) else "reference"
-            ax.axhline(_mean(r, u), color=colour(i), label=f"{r['cell']} ({kind})", **REFERENCE_STYLE)
+            ax.axhline(_mean(r, u), color=reference_colour(i), label=f"{short_cell(r['cell'])} ({kind})",
+                       **REFERENCE_STYLE)
             i += 1
     for axis, label, v in metric_reference_values(cfg, family, h):
         (ax.axhline if axis == "y" else ax.axvline)(v, color=METRIC_REFERENCE_GREYS[axis],
@@ -392,16 +401,17 @@ def plot_pareto(cfg: Config, family: str, rows: list[dict[str, Any]], path: Path
     for m in sorted({m for r in h["rows"] for m in r["summary"] if m.startswith(f"{a}_trivial_")}):
         vals = [r for r in h["rows"] if _has(r, m)]
         if vals:
-            ax.axvline(_mean(vals[0], m), color=colour(i), label=f"data-free attacker ({m.rsplit('_trivial_', 1)[1]})",
-                       **REFERENCE_STYLE)
+            ax.axvline(_mean(vals[0], m), color=reference_colour(i),
+                       label=f"data-free attacker ({m.rsplit('_trivial_', 1)[1]})", **REFERENCE_STYLE)
             i += 1
     ax.set_xlabel(f"attacker: {a}" + (" (higher = more leakage)" if leak_sign(a) > 0 else " (lower = more leakage)"),
                   fontsize=8)
     ax.set_ylabel(f"utility: {u}", fontsize=8)
-    ax.set_title(f"{family}: utility vs attacker ({h['sweep']})", fontsize=9)
+    ax.set_title(f"{FAMILY_NAMES.get(family, family)}: utility vs attacker, best per privacy level ({h['sweep']})",
+                 fontsize=9)
     ax.grid(True, alpha=0.3)
     ax.margins(x=0.08, y=0.08)
     legend_outside(ax)
     if front:
-        place_labels(ax, xs, ys, [_label(r) for r in front])
+        place_labels(ax, xs, ys, [short_cell(r["cell"]) for r in front])
     return save_figure(fig, path)

@@ -167,13 +167,7 @@ def run_cell(stage: str, sweep: str, cell: str, params_path: str | Path | None =
     ecfg = ctx.cfg.embeddings[scfg.embedding]
     options = ctx.cells[cell]
     fparams = ctx.family.Params(**options)
-    base_dirs = {"prepare": prepare_dir(root, ecfg.dataset), "embed": embed_dir(root, scfg.embedding)}
-    in_dirs = {s: sweep_dir(root, s, sweep) / cell for s in CELL_STAGES[: CELL_STAGES.index(stage)]}
-    key_material = {"code": code_digest(scfg.family, stage), "family": scfg.family, "options": fparams.model_dump(),
-                    "seeds": scfg.seeds, "stage": stage,
-                    "inputs": {s: _digest(d) for s, d in {**base_dirs, **in_dirs}.items()}}
-    input_key = hashlib.sha256(json.dumps(key_material, sort_keys=True, default=str).encode()).hexdigest()
-    existing = ctx.out_root / (f"{cell}.json" if stage == "evaluate" else f"{cell}/manifest.json")
+    base_dirs, in_dirs, input_key, existing = _cell_key(ctx, cell, fparams)
     params = {"sweep": sweep, "cell": cell, "family": scfg.family, "embedding": scfg.embedding,
               "seeds": scfg.seeds, "family_params": fparams.model_dump(), "embedding_config": ecfg.model_dump()}
     tags = {"sweep": sweep, "cell": cell, "family": scfg.family, "dataset": ecfg.dataset,
@@ -240,6 +234,37 @@ def run_cell(stage: str, sweep: str, cell: str, params_path: str | Path | None =
     return "computed"
 
 
+def _cell_key(ctx: _StageContext, cell: str, fparams: Any) -> tuple[dict[str, Path], dict[str, Path], str, Path]:
+    """(base input folders, earlier stages' folders, the cell's input key, where its record is) of
+    ``cell``: the key is the SHA-256 of its options, seeds, code and the digests of its inputs."""
+    scfg, root, stage = ctx.scfg, ctx.root, ctx.stage
+    base_dirs = {"prepare": prepare_dir(root, ctx.dataset), "embed": embed_dir(root, scfg.embedding)}
+    in_dirs = {s: sweep_dir(root, s, ctx.sweep) / cell for s in CELL_STAGES[: CELL_STAGES.index(stage)]}
+    key_material = {"code": code_digest(scfg.family, stage), "family": scfg.family, "options": fparams.model_dump(),
+                    "seeds": scfg.seeds, "stage": stage,
+                    "inputs": {s: _digest(d) for s, d in {**base_dirs, **in_dirs}.items()}}
+    input_key = hashlib.sha256(json.dumps(key_material, sort_keys=True, default=str).encode()).hexdigest()
+    existing = ctx.out_root / (f"{cell}.json" if stage == "evaluate" else f"{cell}/manifest.json")
+    return base_dirs, in_dirs, input_key, existing
+
+
+def cells_to_compute(stage: str, sweep: str, params_path: str | Path | None = None, root: Path | None = None) -> list[str]:
+    """The cells of ``stage`` on ``sweep`` that a run would compute now (the others it would reuse),
+    with the inputs as they are on disk: those without an intact record of their current input key
+    (all of them when an input is missing). Reads inputs, writes nothing."""
+    ctx = _context(stage, sweep, params_path, root)
+    todo = []
+    for cell, options in ctx.cells.items():
+        try:
+            *_, input_key, existing = _cell_key(ctx, cell, ctx.family.Params(**options))
+        except (OSError, ValueError):  # an input not made yet (or unreadable): the cell will run
+            todo.append(cell)
+            continue
+        if _reusable_record(stage, existing, input_key) is None:
+            todo.append(cell)
+    return todo
+
+
 def timings_path(root: Path, stage: str, sweep: str, cell: str) -> Path:
     """The timings sidecar of a cell of a sweep stage: ``data/<stage>/<sweep>/<cell>/timings.json``
     (beside the bundle; for ``evaluate``, whose record lives in ``reports/``, in ``data/evaluate/``)."""
@@ -286,7 +311,8 @@ def finish_stage(stage: str, sweep: str, outcomes: dict[str, str], params_path: 
         means = {c: {m: s["mean"] for m, s in read_json(ctx.out_root / f"{c}.json")["summary"].items()}
                  for c in ctx.cells}
         write_json(sweep_report_dir(ctx.root, sweep) / "metrics.json", cell_means_table(means))
-        write_json(sweep_report_dir(ctx.root, sweep) / "summary.json", sweep_summary(means, len(ctx.scfg.seeds)))
+        write_json(sweep_report_dir(ctx.root, sweep) / "summary.json", sweep_summary(means, len(ctx.scfg.seeds),
+                                                                                   ctx.scfg.family, ctx.cells))
         out = sweep_report_dir(ctx.root, sweep)
     else:
         write_json(ctx.out_root / "sweep.json", {

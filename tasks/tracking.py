@@ -178,8 +178,13 @@ _CACHE_LOCK = threading.Lock()
 
 
 def _client(uri: str) -> Any:
+    import logging
+
     from mlflow.tracking import MlflowClient
 
+    # MLflow logs two INFO lines ("Creating initial MLflow database tables...", "Updating database
+    # tables") when it creates a SQLite store: routine set-up, not news for the person running.
+    logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)
     with _CACHE_LOCK:
         if uri not in _CLIENTS:
             _CLIENTS[uri] = MlflowClient(uri)
@@ -256,6 +261,7 @@ def stage_run(
     root: Path | None = None,
     fail_stale: bool = True,
     parent_run_id: str | None = None,
+    run_name: str | None = None,
 ) -> Iterator[StageRun]:
     """Open an MLflow run for one stage execution; yields its :class:`StageRun` for logging.
 
@@ -265,7 +271,9 @@ def stage_run(
     the experiment up, resolves source/git context tags and commits params, metrics and status
     separately). ``fail_stale=False`` skips the search for RUNNING leftovers with the same identity
     tags, for callers that already did it for the whole stage (:func:`fail_interrupted_runs`).
-    ``parent_run_id`` nests the run under that run (tag ``mlflow.parentRunId``)."""
+    ``parent_run_id`` nests the run under that run (tag ``mlflow.parentRunId``). The run is named
+    ``<stage>:<sweep>/<cell>`` (or the embedding or dataset); a run of none of them (the report)
+    ``run_name``, else the stage's name."""
     from mlflow.exceptions import MlflowException
 
     root = root or repo_root()
@@ -284,7 +292,7 @@ def stage_run(
     if fail_stale:
         fail_stale_runs(client, exp_id, all_tags)
     target = "/".join(t for t in (tags.get("sweep"), tags.get("cell")) if t) or tags.get("embedding") or tags.get("dataset", "")
-    all_tags["mlflow.runName"] = name = f"{stage}:{target}"
+    all_tags["mlflow.runName"] = name = f"{stage}:{target}" if target else run_name or stage
     try:
         run = client.create_run(exp_id, run_name=name, tags=all_tags)
     except MlflowException:  # the store was replaced since the experiment id was cached: look it up again

@@ -114,4 +114,5 @@ def test_cli_compares_git_revisions(store: Path) -> None:
                                 env={"VEILBENCH_ROOT": str(store)})
     assert result.exit_code == 0, result.output
     table = pd.read_csv(store / "cmp" / "compare.csv")
-    assert f"utility_auc [{COMMIT_B}]" in table.columns and len(table) == 4
+    assert f"utility [{COMMIT_B}]" in table.columns and len(table) == 4, "the headline utility (compare's default)"
+    assert set(table["utility metric"]) == {"utility_auc"}

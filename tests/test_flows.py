@@ -68,6 +68,7 @@ def test_local_prefect_server_binds_loopback(tmp_path: Path, monkeypatch: pytest
             return False
 
     monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    monkeypatch.setattr(server, "configured_server", lambda: None)  # every URL answers here: none is reused
     monkeypatch.setattr(subprocess, "Popen", FakeServer)
     monkeypatch.setattr(server.urllib.request, "urlopen", lambda url, timeout: Healthy())
     monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "home"))

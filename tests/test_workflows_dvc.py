@@ -62,6 +62,19 @@ def test_dvc_exp_run_temp_applies_the_override_and_leaves_the_parent_alone(
     baseline = json.loads((root / "reports/sweeps/ss/summary.json").read_text())
     assert summary["cells"] == 2 and summary["utility_min"] is not None
     assert summary["utility_min"] != baseline["utility_min"], "the stages must read the experiment's params"
+    # the sweep's headline: its best release's primary utility, which the ε edit changed
+    assert summary["metric_utility"] == baseline["metric_utility"] == "utility_roc_auc"
+    assert summary["utility"] is not None and summary["utility"] != baseline["utility"]
+    changed = _run([*DVC, "exp", "show", "--only-changed", "--md"], root, env)
+    lines = [line for line in changed.splitlines() if line.startswith("|")]
+    header = [c.strip() for c in lines[0].strip("|").split("|")]
+    column = header.index("utility") if "utility" in header else next(
+        i for i, c in enumerate(header) if c.endswith(":utility"))
+    rows = {r[0].strip(" ├└─"): r[column].strip() for r in ([c for c in line.strip("|").split("|")] for line in lines[2:])}
+    shown = {name: value for name, value in rows.items() if value not in ("", "-")}
+    assert len(set(shown.values())) >= 2, f"--only-changed shows the changed utility:\n{changed}"
+    assert any(name.startswith("eps2") or "eps2" in name for name in shown), changed
+    assert max(map(len, lines)) < 1000, "the readable form: only the changed columns"
 
     assert "up to date" in _run([*DVC, "status"], root, env).lower()
     assert _run(["git", "status", "--porcelain"], root, env).strip() == ""
@@ -113,7 +126,9 @@ def test_dvc_metrics_show_is_a_readable_table(committed_project: tuple[Path, dic
     assert "nan" not in table.lower()
     values = json.loads(_run([*DVC, "metrics", "show", "--json"], root, env))
     flat = [v for rev in values.values() for f in rev["data"].values() for v in f["data"].values()]
-    assert all(v is None or math.isfinite(v) for v in flat)
+    flat += [v for d in flat if isinstance(d, dict) for v in d.values()]  # utility_at_eps.<ε>
+    assert all(v is None or math.isfinite(v) for v in flat if not isinstance(v, str | dict))
+    assert {v for v in flat if isinstance(v, str)} == {"utility_roc_auc", "xfam_linkage_advantage"}, "the metrics' names"
 
 
 @pytest.mark.slow

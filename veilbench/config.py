@@ -21,7 +21,9 @@ order, then ``cells``); only names and options are independent of it.
 Every mapping forbids unknown keys, every number is range-checked, cross-references
 (a sweep's ``embedding``, an embedding's ``dataset``) must exist, and every expanded cell is
 validated by its family's ``Params`` model. Errors are :class:`ConfigError` listing every
-problem as ``<dotted.key>: <message>``.
+problem once, as ``<dotted.key>: <message>``: a cell option at the key where it is written
+(``sweeps.<s>.params.delta``, ``sweeps.<s>.grid.epsilon``, ``sweeps.<s>.cells.<i>.…``) with the
+cells it concerns, an unknown key with the closest allowed key ("did you mean …?").
 """
 
 from __future__ import annotations
@@ -211,6 +213,7 @@ class FrontierConfig(_Strict):
 
     name: str
     family: str
+    title: str = Field("", description="the figure's title (default: the family and the axes' labels)")
     x: str = Field(description="a metric name, or param:<option> for a cell option such as ε")
     y: str
     group_by: str | list[str] = Field("mechanism", description="option(s) whose values name the curves")
@@ -359,6 +362,47 @@ class ReportConfig(_Strict):
                                           "emit the cross-family metrics)")
 
 
+#: Joins the problems one model validator found into one pydantic message; :func:`_format` splits
+#: them again, one line each.
+_PROBLEM_SEP = "\n"
+
+
+def _report_references(cfg: Config) -> list[str]:
+    """Problems of the ``report`` section that only the whole file can show: a frontier's family
+    and sweeps (which must exist and be of that family), ``columns``' families, repeated frontier
+    names (each names a figure file)."""
+    problems = []
+    seen: set[str] = set()
+    for i, fr in enumerate(cfg.report.frontiers):
+        where = f"report.frontiers.{i}"
+        if fr.name in seen:
+            problems.append(f"{where}.name: {fr.name!r} names an earlier frontier too (each is one figure file)")
+        seen.add(fr.name)
+        if fr.family not in FAMILY_MODULES:
+            problems.append(f"{where}.family: {fr.family!r} is not a family ({sorted(FAMILY_MODULES)})"
+                            f"{did_you_mean(fr.family, list(FAMILY_MODULES))}")
+            continue
+        for j, sweep in enumerate(fr.sweeps):
+            if sweep not in cfg.sweeps:
+                problems.append(f"{where}.sweeps.{j}: {sweep!r} is not in sweeps{did_you_mean(sweep, list(cfg.sweeps))}")
+            elif cfg.sweeps[sweep].family != fr.family:
+                problems.append(f"{where}.sweeps.{j}: {sweep!r} is a {cfg.sweeps[sweep].family} sweep, not {fr.family}")
+    for family in cfg.report.columns:
+        if family not in FAMILY_MODULES:
+            problems.append(f"report.columns.{family}: not a family ({sorted(FAMILY_MODULES)})"
+                            f"{did_you_mean(family, list(FAMILY_MODULES))}")
+    return problems
+
+
+def did_you_mean(word: str, choices: list[str]) -> str:
+    """``"; did you mean 'x'?"`` for the closest of ``choices`` to a misspelt ``word`` (difflib's
+    ratio ≥ 0.6), else ``""``."""
+    import difflib
+
+    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
 def _safe_field(v: str) -> str:
     """:func:`safe_name` for a field validator (pydantic names the field)."""
     try:
@@ -396,6 +440,7 @@ class Config(_Strict):
         for sweep in self.report.crossfamily_sweeps:
             if sweep not in self.sweeps:
                 problems.append(f"report.crossfamily_sweeps: {sweep!r} is not in sweeps ({sorted(self.sweeps)})")
+        problems += _report_references(self)
         frontiers = {f.name: f for f in self.report.frontiers}
         for i, claim in enumerate(self.report.claims):
             refs = [(f, r) for f, r in (("ours", claim.ours), ("than", claim.than),
@@ -429,7 +474,7 @@ class Config(_Strict):
                         problems.append(f"report.data_free.{i}.{field}: {sel!r} is not a cell of {entry.sweep!r} "
                                         f"({_few(list(cells))})")
         if problems:
-            raise ValueError("; ".join(problems))
+            raise ValueError(_PROBLEM_SEP.join(problems))
         return self
 
     def missing_claim_cells(self) -> dict[int, list[str]]:
@@ -455,21 +500,113 @@ class Config(_Strict):
         return get_family(s.family).Params(**s.expand()[cell])
 
 
-def _format(exc: PydanticError, prefix: str = "") -> list[str]:
+def _model_at(model: Any, loc: tuple[Any, ...]) -> Any:
+    """The pydantic model class that holds the key at ``loc`` (a pydantic error location under
+    ``model``), or None where the path leaves the schema (free-form mappings, unions)."""
+    import typing
+
+    ann: Any = model
+    for part in loc[:-1]:
+        if inspect.isclass(ann) and issubclass(ann, BaseModel):
+            field = ann.model_fields.get(str(part))
+            ann = field.annotation if field is not None else None
+        elif typing.get_origin(ann) in (dict, list):
+            ann = typing.get_args(ann)[-1]
+        else:
+            return None
+        models = [a for a in (typing.get_args(ann) or (ann,)) if inspect.isclass(a) and issubclass(a, BaseModel)]
+        if typing.get_args(ann) and typing.get_origin(ann) not in (dict, list):  # Optional[X] / X | Y
+            ann = models[0] if len(models) == 1 else None
+    return ann if inspect.isclass(ann) and issubclass(ann, BaseModel) else None
+
+
+def _message(err: dict[str, Any], model: Any, loc: tuple[Any, ...]) -> str:
+    """The reader's message of one pydantic error: what is wrong, the value seen, and for an unknown
+    key the closest allowed key."""
+    msg = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        holder = _model_at(model, loc) if model is not None else None
+        allowed = list(holder.model_fields) if holder is not None else []
+        return "unknown key (not allowed here)" + did_you_mean(str(loc[-1]), allowed)
+    if "ctx" in err and err["type"] in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
+        return f"{msg}; got {err.get('input')!r}"
+    if err["type"] in ("literal_error", "enum"):
+        return f"{msg}; got {err.get('input')!r}"
+    return msg
+
+
+def _format(exc: PydanticError, prefix: str = "", model: Any = None) -> list[str]:
+    """One ``<dotted.key>: <message>`` line per problem of ``exc`` (errors of ``model``, under ``prefix``)."""
     out = []
     for err in exc.errors():
         loc = ".".join(str(p) for p in (prefix, *err["loc"]) if p != "")
-        msg = err["msg"].removeprefix("Value error, ")
-        field = re.match(r"([A-Za-z_]\w*): ", msg)
-        if err["type"] == "value_error" and field:  # a model validator naming its field: make it part of the key
-            loc, msg = f"{loc}.{field.group(1)}" if loc else field.group(1), msg[field.end():]
-        if err["type"] == "extra_forbidden":
-            msg = "unknown key (not allowed here)"
-        elif "ctx" in err and err["type"] in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
-            msg = f"{msg}; got {err.get('input')!r}"
-        elif err["type"] in ("literal_error", "enum"):
-            msg = f"{msg}; got {err.get('input')!r}"
-        out.append(f"{loc}: {msg}" if loc else msg)  # a model-level message names its own keys
+        msg = _message(err, model, tuple(err["loc"]))
+        if err["type"] == "value_error":
+            for part in msg.split(_PROBLEM_SEP):  # a model validator may list several problems
+                field = re.match(r"([A-Za-z_][\w.\-\[\]=]*): ", part)
+                if field and not loc:  # a whole-file check names its own location
+                    out.append(part)
+                elif field and "." not in field.group(1):  # a model validator naming its field: part of the key
+                    out.append(f"{loc}.{field.group(1)}: {part[field.end():]}" if loc else part)
+                else:
+                    out.append(f"{loc}: {part}" if loc else part)
+            continue
+        out.append(f"{loc}: {msg}" if loc else msg)
+    return out
+
+
+def _cell_origin(sweep: SweepConfig) -> dict[str, int | None]:
+    """Cell name → the index of the explicit ``cells`` entry it comes from (None: the grid or the
+    single default cell)."""
+    origin: dict[str, int | None] = {name: None for name in sweep.expand()}
+    for i, extra in enumerate(sweep.cells):
+        origin[cell_name(extra)] = i
+    return origin
+
+
+def _where_set(sweep: SweepConfig, origin: int | None, key: str) -> str:
+    """Where in a sweep the option ``key`` of a cell is written: ``cells.<i>.<key>``, ``grid.<key>``
+    or ``params.<key>`` (also for an option written nowhere: that is where to add it)."""
+    if origin is not None and key in sweep.cells[origin]:
+        return f"cells.{origin}.{key}"
+    if origin is None and key in sweep.grid:
+        return f"grid.{key}"
+    return f"params.{key}"
+
+
+def _cell_problems(name: str, sweep: SweepConfig) -> list[str]:
+    """The problems of a sweep's cells, each named once at the key where it is written: an option
+    shared through ``params`` is one problem, not one per cell. A problem that concerns some cells
+    only names them (``cell epsilon=0.0``; ``3 cells: a, b, c``)."""
+    family = get_family(sweep.family)
+    origin = _cell_origin(sweep)
+    found: dict[str, list[str]] = {}
+    for cell, options in sweep.expand().items():
+        try:
+            family.Params(**options)
+        except PydanticError as exc:
+            for err in exc.errors():
+                loc = tuple(err["loc"])
+                msg = _message(err, family.Params, loc)
+                field = re.match(r"([A-Za-z_]\w*): ", msg) if err["type"] == "value_error" else None
+                if field:  # a model validator naming the option
+                    loc, msg = (field.group(1),), msg[field.end():]
+                where = f"sweeps.{name}" + (f".{_where_set(sweep, origin[cell], str(loc[0]))}" if loc else "")
+                where += "".join(f".{p}" for p in loc[1:])
+                found.setdefault(f"{where}: {msg}", []).append(cell)
+        except ValidationError as exc:
+            found.setdefault(f"sweeps.{name}: {exc}", []).append(cell)
+    n = len(origin)
+    out = []
+    for line, cells in found.items():
+        if len(cells) == n and n > 1:
+            out.append(f"{line} (every cell)")
+        elif len(cells) == 1 and n > 1:
+            out.append(f"{line} (cell {cells[0]})")
+        elif len(cells) > 1:
+            out.append(f"{line} ({len(cells)} cells: {', '.join(cells[:3])}{', …' if len(cells) > 3 else ''})")
+        else:
+            out.append(line)
     return out
 
 
@@ -480,19 +617,12 @@ def validate_config(raw: Any) -> Config:
     try:
         cfg = Config(**raw)
     except PydanticError as exc:
-        raise ConfigError("invalid params:\n  " + "\n  ".join(_format(exc))) from None
+        raise ConfigError("invalid params:\n  " + "\n  ".join(_format(exc, model=Config))) from None
     except TypeError as exc:
         raise ConfigError(f"invalid params: {exc}") from None
     problems: list[str] = []
     for name, sweep in cfg.sweeps.items():
-        family = get_family(sweep.family)
-        for cell, options in sweep.expand().items():
-            try:
-                family.Params(**options)
-            except PydanticError as exc:
-                problems += _format(exc, f"sweeps.{name}[{cell}]")
-            except ValidationError as exc:
-                problems.append(f"sweeps.{name}[{cell}]: {exc}")
+        problems += _cell_problems(name, sweep)
     for name, ds in cfg.datasets.items():
         if ds.max_records is not None and ds.n_parties > ds.max_records:
             problems.append(

@@ -66,12 +66,35 @@ def _jsonable(obj: Any) -> Any:
     return obj
 
 
+def _umask() -> int:
+    """The process's file-mode creation mask, read without changing it (``os.umask`` can only be
+    read by setting it, which would race with other threads): Linux's ``/proc/self/status``,
+    else the common default 022."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o022
+
+
+def default_mode(directory: bool = False) -> int:
+    """The mode ``open()``/``mkdir()`` would give a new file (0666) or directory (0777) under the
+    umask. ``tempfile.mkstemp``/``mkdtemp`` create 0600/0700 (private temporaries); an output
+    renamed into place from one gets this mode instead, like any file the user writes."""
+    return (0o777 if directory else 0o666) & ~_umask()
+
+
 def atomic_write_text(path: str | Path, text: str) -> None:
-    """Write ``text`` to ``path`` via a temporary file and ``os.replace``."""
+    """Write ``text`` to ``path`` via a temporary file and ``os.replace`` (mode as a new file's:
+    :func:`default_mode`)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, default_mode())
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
         os.replace(tmp, path)
@@ -113,6 +136,7 @@ def write_bundle(
     full_manifest["aliases"] = aliases
     tmp = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}."))
     try:
+        tmp.chmod(default_mode(directory=True))
         np.savez(tmp / ARRAYS, **stored)
         full_manifest["arrays_sha256"] = file_sha256(tmp / ARRAYS)
         (tmp / MANIFEST).write_text(json.dumps(_jsonable(full_manifest), indent=2, sort_keys=True) + "\n")

@@ -95,7 +95,7 @@ def _cases(table: list[tuple]) -> list:
 
 
 SW = f"sweeps.{SWEEP}"
-CELL = f"sweeps.{SWEEP}[default]"
+CELL = f"sweeps.{SWEEP}.params"  # a cell option is named where it is written, once
 
 PARAMS_CASES: list[tuple[str, Callable[[dict], dict | str] | str, tuple[str, ...]]] = [
     ("unknown-top-level-key", _set("sedd", 1), ("sedd", "unknown key")),
@@ -117,7 +117,7 @@ PARAMS_CASES: list[tuple[str, Callable[[dict], dict | str] | str, tuple[str, ...
     ("delta-one", _set(f"{SW}.params.delta", 1.0), (f"{CELL}.delta", "less than 1")),
     ("delta-above-one", _set(f"{SW}.params.delta", 1.5), (f"{CELL}.delta", "less than 1", "1.5")),
     ("epsilon-grid-with-a-bad-value", _set(f"{SW}.grid", {"epsilon": [1.0, -2.0]}),
-     (f"sweeps.{SWEEP}[epsilon=-2.0].epsilon", "greater than 0")),
+     (f"sweeps.{SWEEP}.grid.epsilon", "greater than 0", "cell epsilon=-2.0")),
     ("unknown-mechanism", _set(f"{SW}.params.mechanism", "laplace"), (f"{CELL}.mechanism", "laplace")),
     ("unknown-family", _set(f"{SW}.family", "nope"), (f"{SW}.family", "must be one of", "nope")),
     ("missing-embedding-reference", _set(f"{SW}.embedding", "ghost"), (f"{SW}.embedding", "ghost")),
