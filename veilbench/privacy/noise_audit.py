@@ -43,8 +43,8 @@ kurtosis; ``scipy.stats.normaltest``, asymptotically χ²₂) and Student's t te
 variance but the wrong law (Laplace, uniform) or a bias fails these, not the scale test.
 
 **Flag.** Any of the three tests at level a = α/3 (Bonferroni): a correct mechanism is flagged with
-probability ≤ α. :data:`NOISE_AUDIT_ALPHA` = 10⁻³ is 0.05 shared over about fifty audited private
-cells, so a whole run of correct mechanisms is flagged nowhere with probability ≈ 0.95 or more.
+probability ≤ α. :data:`NOISE_AUDIT_ALPHA` = 10⁻⁴ per cell and seed: a default run's private cells
+(about sixty, a few seeds each) flag a correct mechanism somewhere with probability of about 0.02.
 
 Release arrays (one row per group of entries of the same σ, e.g. per round): ``dp_noise_sum_sq``
 (R,) float64, ``dp_noise_count`` (R,) int64, ``dp_noise_sample`` (R, m) float64 (the first entries
