@@ -134,7 +134,7 @@ def _check_run_options(stage: str | None, params: Path | None, no_dvc: bool, wor
 
 def _prepare_run(root: Path, params: Path | None, no_dvc: bool) -> None:
     """Before anything starts: a DVC project (unless ``no_dvc``), valid params, the params snapshot
-    every stage checks, and prepared outputs of replaced user data files removed (so DVC reruns them)."""
+    every stage checks, and ``data/sources.yaml`` naming each data set's file for DVC (:mod:`tasks.sources`)."""
     if not no_dvc and not (root / ".dvc").is_dir():
         from veilbench.validation import UsageError
 
@@ -145,10 +145,9 @@ def _prepare_run(root: Path, params: Path | None, no_dvc: bool) -> None:
 
     os.environ.update(snapshot_params(params or root / "params.yaml"))  # stages refuse a file edited mid-run
     if not no_dvc:
-        from tasks.sources import invalidate_replaced_sources
+        from tasks.sources import write_sources
 
-        for dataset in invalidate_replaced_sources(root):
-            console.print(f"datasets.{dataset}: its data file changed since it was prepared; preparing it again")
+        write_sources(root)  # before DVC reads dvc.yaml: a replaced user file is a changed dependency
 
 
 def _run_pipeline(root: Path, stage: str | None, per_stage_processes: bool, no_dvc: bool, force: bool,
