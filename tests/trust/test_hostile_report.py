@@ -84,11 +84,11 @@ def test_payloads_in_title_and_labels_run_no_handler_in_chromium(trust_root: Pat
     write_params(trust_root / "params.yaml", params)
     report(root=trust_root)
     page = trust_root / "reports" / "index.html"
+    assert _marks(page, tmp_path) == [], "a payload ran in the browser"
     text = page.read_text()
     for place in PLACES:  # every payload reached the page, as text
         for name, payload in PAYLOADS.items():
             assert html.escape(payload.format(tag=f"{place}/{name}"), quote=False) in text, (place, name)
-    assert _marks(page, tmp_path) == [], "a payload ran in the browser"
 
     control = tmp_path / "control.html"  # the same page with the escaped payloads turned back into HTML
     control.write_text(re.sub(r"&lt;(script|img|svg)\b.*?&gt;",
