@@ -5,6 +5,8 @@ Each module holds a plain function that reads its inputs from files, calls the l
 task wrapping it (``*_task``). Unit tests call the plain functions; flows compose the tasks.
 """
 
+from tasks.environment import telemetry_off
 from tasks.numerics import pin_cpu_code_paths
 
 pin_cpu_code_paths()  # before numpy or torch load: one CPU code path, the same bits on every x86-64 CPU
+telemetry_off()  # before MLflow, Prefect or DVC load: no usage reports from any entry point

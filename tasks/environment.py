@@ -35,3 +35,18 @@ def _apply(values) -> None:
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
+
+
+#: Telemetry of the libraries every entry point loads, off unless the user set the variable:
+#: MLflow's usage telemetry, Prefect's server analytics, DVC's analytics, and the general opt-out.
+TELEMETRY_OFF = {"MLFLOW_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "1", "DVC_NO_ANALYTICS": "1",
+                 "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+
+
+def telemetry_off() -> None:
+    """Set :data:`TELEMETRY_OFF` in this process's environment where unset (before those libraries
+    load; every ``veilbench``, ``python -m flows.…`` and ``python -m tasks.…`` entry point imports
+    :mod:`tasks` first), so no run reports to a network service, and neither do its child processes."""
+    for key, value in TELEMETRY_OFF.items():
+        os.environ.setdefault(key, value)
+
