@@ -149,25 +149,29 @@ def run_child(cmd: list[str], interrupt: Interrupt, stop_signal: int = signal.SI
     its exit status. A terminal's Ctrl-C then reaches only this process, which stops the child's
     whole group: ``stop_signal`` first (SIGINT for DVC, which stops in order on it; SIGTERM for the
     Dask path, whose workers would otherwise tear down for minutes), SIGKILL for what is left after
-    ``grace_s``. The same clean-up runs if the watchdog ends this process first."""
+    ``grace_s`` (the group's leader exited, its workers not). The same clean-up runs if the watchdog
+    ends this process first."""
     import subprocess
 
     child = subprocess.Popen(cmd, start_new_session=True, **popen)  # type: ignore[call-overload]
 
-    def kill_group(sig: int = signal.SIGKILL) -> None:
-        try:
-            os.killpg(child.pid, sig)
-        except ProcessLookupError:
-            pass
+    def stop_child() -> None:
+        """``stop_signal`` to the child's group, ``grace_s`` for it to stop in order (DVC finishing a
+        lock file), then SIGKILL to what is left of the group."""
+        for sig in (stop_signal, signal.SIGKILL):
+            try:
+                os.killpg(child.pid, sig)
+            except ProcessLookupError:
+                return
+            if sig == stop_signal:
+                try:
+                    child.wait(timeout=grace_s)
+                except subprocess.TimeoutExpired:
+                    pass
 
-    interrupt.cleanups.append(kill_group)
+    interrupt.cleanups.append(stop_child)
     try:
         return child.wait()
     except BaseException:
-        kill_group(stop_signal)
-        try:
-            child.wait(timeout=grace_s)
-        except subprocess.TimeoutExpired:
-            pass
-        kill_group()
+        stop_child()
         raise

@@ -90,7 +90,7 @@ def check_writable(root: Path, folders: tuple[str, ...] = WRITTEN_FOLDERS) -> No
     for name in folders:
         top = Path(root) / name
         if top.is_dir():
-            candidates += [top, *(p for p in top.rglob("*") if p.is_dir() and p.name != "__pycache__")]
+            candidates += [Path(folder) for folder, _, _ in os.walk(top) if Path(folder).name != "__pycache__"]
         elif top.exists():
             raise UsageError(f"{top}: not a folder; the run writes its outputs there (move the file away)")
     for folder in candidates:

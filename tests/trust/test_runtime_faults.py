@@ -135,7 +135,22 @@ def _project(tmp_path: Path, params: dict, prefect_db: Path | None = None,
 
 def _processes_of(root: Path) -> list[int]:
     """Processes whose environment names ``root``'s Prefect home (the run's server and watchdog)."""
-    marker = f"PREFECT_HOME={root / '.prefect'}".encode()
+    return _processes_with(f"PREFECT_HOME={root / '.prefect'}")
+
+
+def _gone(find: Callable[[], list[int]], seconds: float) -> bool:
+    """Wait up to ``seconds`` for ``find()`` (a process search) to come back empty; True when it did."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while find() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return not find()
+
+
+def _processes_with(entry: str) -> list[int]:
+    """Processes whose environment holds ``entry`` (``NAME=value``)."""
+    marker = entry.encode()
     found = []
     for p in Path("/proc").iterdir():
         if p.name.isdigit():
@@ -241,6 +256,29 @@ def test_sources_file_names_each_data_sets_file_and_prepare_checks_it(trust_root
     assert {p: p.read_bytes() for p in (trust_root / "data" / "prepare").rglob("*") if p.is_file()} == before
     assert write_sources(trust_root)
     assert (prepare("mine", root=trust_root) / "manifest.json").is_file()
+
+
+def test_dvc_gives_each_prepare_stage_its_data_sets_file(tmp_path: Path) -> None:
+    """The DVC behaviour ``data/sources.yaml`` relies on (dvc is pinned; re-check on an upgrade):
+    the ``datasets`` mapping of a ``vars`` file is merged into that of ``params.yaml``, so
+    ``${item.source_file}`` resolves for every ``prepare@<name>``, which then depends on that file."""
+    import shutil
+
+    from dvc.repo import Repo
+
+    from tasks.sources import BUILTIN_SOURCE, write_sources
+    from tests.trust.conftest import trust_params, with_user_path, write_params
+
+    root = tmp_path / "project"
+    root.mkdir()
+    shutil.copy(Path(__file__).resolve().parents[2] / "dvc.yaml", root / "dvc.yaml")
+    write_params(root / "params.yaml", with_user_path(trust_params(), root, "user/mine.npz"))
+    write_sources(root)
+    Repo.init(str(root), no_scm=True).close()
+    with Repo(str(root)) as repo:
+        deps = {stage.name: [d.def_path for d in stage.deps] for stage in repo.index.stages}
+    assert "user/mine.npz" in deps["prepare@mine"] and BUILTIN_SOURCE not in deps["prepare@mine"], deps["prepare@mine"]
+    assert BUILTIN_SOURCE in deps["prepare@digits"], deps["prepare@digits"]
 
 
 def test_the_repositorys_sources_file_is_up_to_date() -> None:

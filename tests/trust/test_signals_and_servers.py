@@ -22,21 +22,16 @@ from pathlib import Path
 
 import pytest
 
+from tests.trust.test_runtime_faults import _gone
+
 REPO = Path(__file__).resolve().parents[2]
 
 
 def _marked(marker: str) -> list[int]:
     """Processes whose environment holds ``VEILBENCH_TEST_MARK=<marker>``."""
-    found = []
-    needle = f"VEILBENCH_TEST_MARK={marker}".encode()
-    for p in Path("/proc").iterdir():
-        if p.name.isdigit():
-            try:
-                if needle in (p / "environ").read_bytes().split(b"\0"):
-                    found.append(int(p.name))
-            except OSError:
-                continue
-    return found
+    from tests.trust.test_runtime_faults import _processes_with
+
+    return _processes_with(f"VEILBENCH_TEST_MARK={marker}")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -138,10 +133,7 @@ def test_sigterm_stops_a_run_as_ctrl_c_does_with_its_child_pipeline(how: int) ->
     assert stopped < 10, f"took {stopped:.1f} s to stop"
     name = "" if how == signal.SIGINT else " (SIGTERM)"
     assert f"interrupted{name}: stopping" in err and "Traceback" not in err, err[-2000:]
-    deadline = time.monotonic() + 10
-    while _marked(marker) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not _marked(marker), "a process of the child pipeline is left"
+    assert _gone(lambda: _marked(marker), 10), "a process of the child pipeline is left"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -236,10 +228,7 @@ def test_stage_processes_without_a_server_share_one_that_stops_after_them(tmp_pa
         done.touch()
         for u in users:
             u.wait(timeout=30)
-        deadline = time.monotonic() + 30
-        while _marked(marker) and time.monotonic() < deadline:
-            time.sleep(0.5)
-        assert not _marked(marker), "the shared server outlived its users"
+        assert _gone(lambda: _marked(marker), 30), "the shared server outlived its users"
     finally:
         done.touch()
         for u in users:
