@@ -239,6 +239,20 @@ def test_stage_processes_without_a_server_share_one_that_stops_after_them(tmp_pa
     assert (home / "server.log").is_file() and not (fake_user_home / ".prefect").exists()
 
 
+def test_a_stage_process_writes_nothing_under_the_users_home(tmp_path: Path) -> None:
+    """``python -m flows.<stage>`` loads Prefect, which creates its home when imported: that home is
+    the project's ``.prefect``, never ``~/.prefect``."""
+    home, project = tmp_path / "user-home", tmp_path / "project"
+    home.mkdir()
+    project.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_HOME", "PREFECT_API_URL", "DVC_ROOT")}
+    env.update(HOME=str(home), PYTHONPATH=str(REPO), VEILBENCH_ROOT=str(project))
+    proc = subprocess.run([sys.executable, "-m", "flows.release", "--help"], cwd=project, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert not (home / ".prefect").exists() and (project / ".prefect").is_dir()
+
+
 def test_a_stage_process_without_a_server_reruns_itself_on_the_shared_one(tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """:func:`flows.server.use_shared_server`: no ``PREFECT_API_URL`` → the shared server's URL and the
