@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -13,7 +12,7 @@ from prefect import flow
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows.dag import run_stage_dag
-from tasks.common import load_params, pinned_params, verify_snapshot
+from tasks.common import cell_threads, load_params, pinned_params, verify_snapshot  # noqa: F401 - cell_threads re-exported
 
 #: stage → (params section whose keys the stage iterates over, CLI option naming one key)
 STAGE_KEYS: dict[str, tuple[str, str]] = {
@@ -24,15 +23,6 @@ STAGE_KEYS: dict[str, tuple[str, str]] = {
     "attack": ("sweeps", "sweep"),
     "evaluate": ("sweeps", "sweep"),
 }
-
-
-def cell_threads() -> int:
-    """How many cells of a stage run at once in worker threads: ``$VEILBENCH_CELL_THREADS``,
-    default 2 (the reference machine's cores)."""
-    raw = os.environ.get("VEILBENCH_CELL_THREADS", "2")
-    if not raw.isdigit() or int(raw) < 1:
-        raise ValueError(f"VEILBENCH_CELL_THREADS: must be an integer ≥ 1, got {raw!r}")
-    return int(raw)
 
 
 #: Families whose cells never load torch, and for ScoreShield the one option value that makes a cell
@@ -114,6 +104,18 @@ def run_cell_stage(stage: str, sweeps: list[str], params_path: str | None) -> li
     return [str(results[f"{stage}@{sw}"]) for sw in sweeps]
 
 
+def _threads_at_import() -> int:
+    """:func:`cell_threads` for a flow's task runner, made when its module is imported: a bad
+    ``$VEILBENCH_CELL_THREADS`` is reported by the entry point (:func:`main`, ``veilbench run``)
+    before any flow runs, as one line naming the variable, not as a traceback of the import."""
+    from veilbench.validation import UsageError
+
+    try:
+        return cell_threads()
+    except UsageError:
+        return 2
+
+
 def make_stage_flow(stage: str, stage_task: Any = None) -> Callable[..., list[str]]:
     """A flow running one stage for the given keys (default: every key of the stage's section):
     ``stage_task`` per dataset/embedding for prepare and embed, the sweep cell tasks otherwise.
@@ -122,7 +124,7 @@ def make_stage_flow(stage: str, stage_task: Any = None) -> Callable[..., list[st
     thread; cells of every family run concurrently, see :mod:`veilbench.families.base`),
     each with single-threaded BLAS; ``flows.benchmark --workers N`` runs them in Dask processes."""
     section, _ = STAGE_KEYS[stage]
-    threads = cell_threads()
+    threads = _threads_at_import()
 
     def run_name() -> str:
         from prefect.runtime import flow_run
@@ -135,7 +137,7 @@ def make_stage_flow(stage: str, stage_task: Any = None) -> Callable[..., list[st
         cfg = load_params(params_path)
         names = keys or list(getattr(cfg, section))
         if section == "sweeps":
-            with single_threaded_blas(threads, stages_use_torch(cfg, [f"{stage}@{n}" for n in names])):
+            with single_threaded_blas(cell_threads(), stages_use_torch(cfg, [f"{stage}@{n}" for n in names])):
                 return run_cell_stage(stage, names, params_path)
         futures = [stage_task.submit(name, params_path) for name in names]
         return [str(f.result()) for f in futures]
@@ -144,7 +146,10 @@ def make_stage_flow(stage: str, stage_task: Any = None) -> Callable[..., list[st
 
 
 def main(stage: str, stage_flow: Callable[..., list[str]], argv: list[str] | None = None) -> int:
-    """Command line of ``python -m flows.<stage>``: ``--<key> NAME`` (repeatable) and ``--params``."""
+    """Command line of ``python -m flows.<stage>``: ``--<key> NAME`` (repeatable) and ``--params``.
+    Errors end as one line (:func:`flows.errors.run_entry`: 2 for a user error); run as a process
+    without ``PREFECT_API_URL`` (``argv`` None), the stage uses the project's shared Prefect server
+    (:func:`flows.server.use_shared_server`)."""
     section, option = STAGE_KEYS[stage]
     parser = argparse.ArgumentParser(
         prog=f"python -m flows.{stage}",
@@ -153,14 +158,16 @@ def main(stage: str, stage_flow: Callable[..., list[str]], argv: list[str] | Non
     parser.add_argument(f"--{option}", action="append", dest="keys", metavar="NAME", help=f"one of params.yaml {section}; repeatable")
     parser.add_argument("--params", default=None, help="path to params.yaml (default: at the repo root)")
     args = parser.parse_args(argv)
-    from veilbench.validation import UsageError
+    from flows.errors import run_entry
+    from flows.server import use_shared_server
 
-    try:
+    def body() -> None:
         with pinned_params(args.params):
             load_params(args.params)  # validate before any work starts
+            cell_threads()
+            if argv is None:  # a process of its own (dvc repro): the project's shared server unless one is set
+                use_shared_server(f"flows.{stage}", sys.argv[1:])
             stage_flow(keys=args.keys, params_path=args.params)
             verify_snapshot()  # DVC records the params file as it is after this process: the one it read
-    except (UsageError, KeyError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return 0
+
+    return run_entry(body)

@@ -119,13 +119,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", default=None,
                         help="output folder (default: the workspace for its params.yaml, runs/<stem>/ for another params file)")
     args = parser.parse_args(argv)
+    from flows.errors import run_entry
+    from flows.server import use_shared_server
     from tasks.paths import repo_root
-    from veilbench.validation import ValidationError
+    from veilbench.validation import UsageError
 
-    try:
+    def body() -> None:
         load_params(args.params)
         if args.workers < 1:
-            raise KeyError(f"--workers: must be ≥ 1, got {args.workers}")
+            raise UsageError(f"--workers: must be ≥ 1, got {args.workers}")
+        if argv is None:  # a process of its own: the project's shared server unless one is set
+            use_shared_server("flows.benchmark", sys.argv[1:])
         workspace = repo_root()
         root = output_root(args.params, workspace, args.root)
         params = str(Path(args.params).resolve()) if args.params else None
@@ -135,10 +139,8 @@ def main(argv: list[str] | None = None) -> int:
         report, display = run_with_progress(params, args.sweeps, args.workers, args.dask_address, root)
         print(display.summary(), file=sys.stderr)
         print(report)
-    except (ValidationError, KeyError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return 0
+
+    return run_entry(body)  # one error: line (2 for a user error), as veilbench's own boundary
 
 
 if __name__ == "__main__":

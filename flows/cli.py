@@ -20,7 +20,7 @@
 from __future__ import annotations
 
 import os
-import subprocess
+import signal
 import sys
 from pathlib import Path
 
@@ -116,7 +116,8 @@ def run(
     if dry_run:
         _dry_run(root, stage, force)
         return
-    from flows.interrupt import Interrupt
+    from flows.interrupt import Interrupt, end_run
+    from flows.server import PrefectServerDied
     from tasks.progress import captured_warnings
 
     interrupt = Interrupt()
@@ -126,13 +127,8 @@ def run(
         with interrupt.installed(), captured_warnings(log_path) as wlog:
             code = _run_pipeline(root, stage, per_stage_processes, no_dvc, force, params, interrupt, wlog, shown,
                                  workers, dask_address)
-    except KeyboardInterrupt:
-        console.print("interrupted: finished cells are kept; the next `veilbench run` reuses them")
-        # Worker threads may still be inside a cell; their outputs go to temporaries, so the
-        # process ends now instead of waiting for them (see flows.interrupt).
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(130)
+    except (KeyboardInterrupt, PrefectServerDied) as exc:  # Ctrl-C, SIGTERM, or the server died
+        end_run(interrupt, exc, "interrupted: finished cells are kept; the next `veilbench run` reuses them")
     if wlog.count:
         console.print(f"{wlog.count} library warning(s) written to {log_path}")
     if code != 0:
@@ -220,33 +216,38 @@ def _dry_run(root: Path, stage: str | None, force: bool) -> None:
 
 def _prepare_run(root: Path, params: Path | None, no_dvc: bool, writes: bool = True) -> None:
     """Before anything starts: a DVC project (unless ``no_dvc``), valid params, the params snapshot
-    every stage checks, and prepared outputs of replaced user data files removed (so DVC reruns them)."""
+    every stage checks, and ``data/sources.yaml`` naming each data set's file for DVC (:mod:`tasks.sources`)."""
     if not no_dvc and not (root / ".dvc").is_dir():
         from veilbench.validation import UsageError
 
         raise UsageError(f"{root}: not a DVC repository (no .dvc folder); run veilbench in the project folder "
                          f"(or set VEILBENCH_ROOT to it), or use --no-dvc")
     _validate(params, dvc=not no_dvc)
-    from tasks.common import snapshot_params
+    from tasks.common import cell_threads, check_writable, snapshot_params
+
+    cell_threads()  # VEILBENCH_CELL_THREADS, named, before any work
+    if writes:
+        check_writable(root)  # data/, reports/: refused before any work, not midway
 
     os.environ.update(snapshot_params(params or root / "params.yaml"))  # stages refuse a file edited mid-run
     if not no_dvc and writes:
-        from tasks.sources import invalidate_replaced_sources
+        from tasks.sources import write_sources
 
-        for dataset in invalidate_replaced_sources(root):
-            console.print(f"datasets.{dataset}: its data file changed since it was prepared; preparing it again")
+        write_sources(root)  # before DVC reads dvc.yaml: a replaced user file is a changed dependency
 
 
 def _run_pipeline(root: Path, stage: str | None, per_stage_processes: bool, no_dvc: bool, force: bool,
                   params: Path | None, interrupt: object, wlog: object, shown: dict[str, object],
                   workers: int = 1, dask_address: str | None = None) -> int:
     """The body of ``run`` inside its Ctrl-C and warning handling; returns the exit status."""
+    from flows.interrupt import run_child
     from flows.server import booting_prefect_server
 
     with booting_prefect_server(root) as server:
         proc = getattr(server, "_proc", None)
         if proc is not None:
             interrupt.cleanups.append(proc.terminate)  # an interrupted run leaves no server behind
+            interrupt.causes.append(server.death)  # its monitor's SIGINT means "the server died", not Ctrl-C
         if not (no_dvc or per_stage_processes):
             # DVC plans while the server boots; it is waited for only when a stage has to run.
             from flows._stage import cell_threads
@@ -286,7 +287,10 @@ def _run_pipeline(root: Path, stage: str | None, per_stage_processes: bool, no_d
         cmd = [sys.executable, "-m", "dvc", "repro"] + (["--force"] if force else []) + ([stage] if stage else [])
         # dvc.yaml commands call `python`: make it this interpreter (the project venv).
         path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-        return subprocess.call(cmd, cwd=root, env={**os.environ, "PREFECT_API_URL": url, "PATH": path})
+        env = {**os.environ, "PREFECT_API_URL": url, "PATH": path}
+        # in this process's error and Ctrl-C/SIGTERM handling: DVC stops in order on SIGINT; the Dask
+        # path (flows.benchmark and its workers) is stopped at once
+        return run_child(cmd, interrupt, signal.SIGTERM if no_dvc else signal.SIGINT, cwd=root, env=env)
 
 
 @app.command()

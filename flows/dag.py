@@ -21,7 +21,8 @@ family may run concurrently (stage functions hold no process-global state,
 pipeline prints, then saves and commits the instance's outputs there) while the workers go on
 with other cells; so do the progress callbacks ``on_cells(address, cells)`` (a cell stage's
 cells, once it opens) and ``on_cell(address, cell, outcome)`` (``"computed"`` or ``"reused"``).
-After a failure nothing new starts, the tasks in flight finish, and the first error is raised.
+After a failure nothing new starts, the tasks in flight finish, the MLflow parent runs of the
+stages that will not finish end FAILED, and the first error is raised.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from tasks.embed import embed_task
 from tasks.paths import CELL_STAGES
 from tasks.prepare import prepare_task
 from tasks.report import report_task
-from tasks.sweep import begin_stage_task, finish_stage_task, run_cell_task
+from tasks.sweep import abort_stage, begin_stage_task, finish_stage_task, run_cell_task
 from veilbench.config import Config
 
 #: Tasks sent to a thread pool ahead, per worker (:func:`run_stage_dag`'s ``fill``): 2 lets a worker
@@ -207,18 +208,33 @@ class _GraphRun:
         for other in self.order:
             self.waiting[other].discard(address)
 
+    def abort_open(self) -> None:
+        """End the MLflow parent runs of the cell stages that started but will not finish FAILED."""
+        for address in self.started:
+            name, _, key = address.partition("@")
+            if name in CELL_STAGES and address not in self.results:
+                try:
+                    abort_stage(name, key, self.params_path, self.root)
+                except Exception:  # noqa: BLE001 - the run's own error is the one to report
+                    pass
+
     def run(self) -> dict[str, Any]:
-        while True:
-            self.start_ready()
-            self.fill()
-            if not self.in_flight:
-                break
-            completed = self.collect()
-            self.fill()  # the workers get new work before the stage bookkeeping below
-            for address, result in completed:
-                if self.error is None:
-                    self._guard(lambda a=address, r=result: self.finish(a, r))
+        try:
+            while True:
+                self.start_ready()
+                self.fill()
+                if not self.in_flight:
+                    break
+                completed = self.collect()
+                self.fill()  # the workers get new work before the stage bookkeeping below
+                for address, result in completed:
+                    if self.error is None:
+                        self._guard(lambda a=address, r=result: self.finish(a, r))
+        except BaseException:  # Ctrl-C, SIGTERM, a dead server: the open stages end FAILED too
+            self.abort_open()
+            raise
         if self.error is not None:
+            self.abort_open()
             raise self.error
         if len(self.results) < len(self.order):
             stuck = [a for a in self.order if a not in self.results]

@@ -9,10 +9,12 @@ Three kinds of failure, told apart by type:
   use) and a failed Prefect server: one line naming the file or the service; exit status **1**;
 * anything else is a bug: one line with the exception's type and message; exit status **1**.
 
-``--debug`` (or ``VEILBENCH_DEBUG=1``) re-raises instead, so the full traceback is printed.
-A Ctrl-C ends with status 130 and one line. Without ``--debug`` Prefect's own failure logs keep
-their one-line message but lose the traceback it attaches (the same traceback again, with every
-local variable), so a stage's error reaches the user exactly once.
+``--debug`` (or ``VEILBENCH_DEBUG=1``, which ``--debug`` exports to the command's child processes)
+re-raises instead, so the full traceback is printed. A Ctrl-C ends with status 130 and one line.
+Without ``--debug`` Prefect's own failure logs (a failed task run, the flow run that failed with
+it: the same error again, with its traceback) are not printed, so a stage's error reaches the user
+exactly once. The ``python -m flows.<stage>`` and ``python -m flows.benchmark`` entry points (the
+processes of ``dvc repro`` and of the Dask path) end the same way (:func:`run_entry`).
 """
 
 from __future__ import annotations
@@ -86,24 +88,74 @@ def classify(exc: BaseException) -> tuple[int, str]:
                                       f"the traceback)")
 
 
-class _DropTraceback(logging.Filter):
-    """Keep a log record's message, drop the traceback attached to it."""
+class _DropRunFailures(logging.Filter):
+    """Drop a run-failure log (level ERROR and above: the error the boundary prints once, again);
+    keep other records, without any traceback attached to them."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.ERROR:
+            return False
         record.exc_info, record.exc_text = None, None
         return True
 
 
-#: Prefect's loggers that attach a traceback to every failed task and flow run.
+#: Prefect's loggers that log every failed task and flow run (with its traceback).
 _PREFECT_RUN_LOGGERS = ("prefect.task_runs", "prefect.flow_runs", "prefect.task_engine", "prefect.flow_engine")
 
 
 def quiet_prefect_tracebacks() -> None:
-    """Drop the tracebacks of Prefect's run-failure logs (the boundary prints the error once)."""
+    """Drop Prefect's run-failure logs (the boundary prints the error once)."""
     for name in _PREFECT_RUN_LOGGERS:
         logger = logging.getLogger(name)
-        if not any(isinstance(f, _DropTraceback) for f in logger.filters):
-            logger.addFilter(_DropTraceback())
+        if not any(isinstance(f, _DropRunFailures) for f in logger.filters):
+            logger.addFilter(_DropRunFailures())
+
+
+def run_entry(body: Any, debug: bool | None = None) -> int:
+    """The error boundary of a ``python -m flows.…`` entry point: call ``body()`` and return its exit
+    status (0 when it returns None), each failure ending as one ``error:`` line on stderr and the
+    status of :func:`classify` (130 for Ctrl-C, 143 for SIGTERM: 128 + the signal, which
+    :func:`terminate_on_sigterm` makes a ``KeyboardInterrupt`` too); with ``debug`` (default:
+    :func:`debug_requested`) an exception propagates with its traceback."""
+    import signal
+    import sys
+
+    debug = debug_requested() if debug is None else debug
+    if not debug:
+        quiet_prefect_tracebacks()
+    received: list[int] = []
+    previous = terminate_on_sigterm(received)
+    try:
+        result = body()
+        return 0 if result is None else int(result)
+    except KeyboardInterrupt:
+        print("interrupted: stopped", file=sys.stderr, flush=True)
+        return 128 + (received[0] if received else int(signal.SIGINT))
+    except Exception as exc:  # noqa: BLE001 - the boundary
+        if debug:
+            raise
+        code, message = classify(exc)
+        print(f"error: {message}", file=sys.stderr, flush=True)
+        return code
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def terminate_on_sigterm(received: list[int]) -> Any:
+    """In the main thread: SIGTERM raises ``KeyboardInterrupt`` (recording the signal in
+    ``received``), as Ctrl-C does; returns the previous handler (None elsewhere, where nothing changes)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def handler(signum: int, frame: object) -> None:
+        received.append(signum)
+        raise KeyboardInterrupt
+
+    return signal.signal(signal.SIGTERM, handler)
 
 
 class ErrorBoundary(typer.core.TyperGroup):
@@ -111,9 +163,11 @@ class ErrorBoundary(typer.core.TyperGroup):
     module docstring); click's own usage errors and exits pass through unchanged."""
 
     def invoke(self, ctx: click.Context) -> Any:
-        if not debug_requested(ctx):
+        debug = debug_requested(ctx)
+        if not debug:
             quiet_prefect_tracebacks()
-        with pinned_environment(_COMMAND_ENV):  # a command's params snapshot ends with the command
+        # a command's params snapshot ends with the command; --debug reaches its child processes
+        with pinned_environment(_COMMAND_ENV, **({"VEILBENCH_DEBUG": "1"} if debug else {})):
             try:
                 return super().invoke(ctx)
             except (click.exceptions.Exit, click.ClickException, click.Abort):

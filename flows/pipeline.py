@@ -44,7 +44,7 @@ from typing import Any
 from prefect import flow
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from flows._stage import cell_threads, single_threaded_blas, stages_use_torch
+from flows._stage import _threads_at_import, cell_threads, single_threaded_blas, stages_use_torch
 from flows.dag import run_stage_dag
 from flows.interrupt import Interrupt
 from tasks.common import load_params, verify_snapshot
@@ -107,7 +107,7 @@ class PlannedRun:
         if self.progress is not None:
             self.progress.stage_done(address)
 
-    @flow(name="pipeline", task_runner=ThreadPoolTaskRunner(max_workers=cell_threads()))
+    @flow(name="pipeline", task_runner=ThreadPoolTaskRunner(max_workers=_threads_at_import()))
     def execute(self) -> list[str]:
         """Run the planned stages; returns their DVC addresses in the order they finished."""
         p = self.progress
@@ -119,14 +119,27 @@ class PlannedRun:
 
     def flush(self) -> None:
         """Write the ``dvc.lock`` entries of the stages recorded since the last flush, one write per
-        file (under :attr:`Interrupt.dvc_writes`: an interrupted run never cuts it short)."""
+        file (under :attr:`Interrupt.dvc_writes`: an interrupted run never cuts it short), and keep
+        their outputs' ``.gitignore`` entries with them (:func:`_keep_ignored`)."""
         with self.interrupt.dvc_writes:
             by_file: dict[str, list[Any]] = {}
             for stage in self._unlocked:
                 by_file.setdefault(stage.dvcfile.path, []).append(stage)
             for stages in by_file.values():
                 stages[0].dvcfile.dump_stages(stages, update_pipeline=False)
+                _keep_ignored(stages)
             self._unlocked.clear()
+
+
+def _keep_ignored(stages: list[Any]) -> None:
+    """Make the ``.gitignore`` entries DVC wrote for ``stages``' outputs (when it committed them)
+    permanent, as their lock entries now are: DVC's ``scm_context`` removes every entry it added
+    when the block it guards ends by an exception, which a run that failed after these stages
+    finished does, so a locked output would otherwise be left out of git's ignores (and ``git
+    status`` lists it) while DVC, finding the stage up to date, never writes the entry again."""
+    context = stages[0].repo.scm_context
+    locked = {out.fs_path for stage in stages for out in stage.outs}
+    context.ignored_paths[:] = [p for p in context.ignored_paths if p not in locked]
 
 
 @contextmanager

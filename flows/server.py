@@ -26,6 +26,18 @@ Home. ``PREFECT_HOME`` (the server's database, its log and Prefect's result stor
 failed task's exception is written) is ``<root>/.prefect`` for the server *and* this process,
 unless already set; it is exported before Prefect is imported, since Prefect reads its settings
 at import.
+
+Quiet end. Before the server stops, Prefect's client workers of this process (the log and event
+batches it sends to the API in background threads) are drained, so none of them tries a stopped
+server afterwards ("Error logging to API", "EventsWorker failed", seconds after the run's last line).
+
+Shared server. A stage process that DVC runs on its own (``dvc repro``, ``dvc exp run`` including
+queued experiments, whose stages run one process each) and that finds no ``PREFECT_API_URL`` uses the
+project's one shared server (:func:`shared_prefect_server`), instead of Prefect's temporary server
+per process, whose database would be ``~/.prefect/prefect.db`` (outside the project) and whose
+start-ups time out when several run at once. It lives in the project's ``.prefect/`` (the parent
+workspace's, for an experiment's copy), is started by the first process that needs it and stops
+:data:`SHARED_IDLE_S` seconds after the last process using it has exited.
 """
 
 from __future__ import annotations
@@ -137,16 +149,25 @@ class BootingServer:
     ``/api/health`` answers and returns the API URL (at once for a server configured elsewhere)."""
 
     def __init__(self, url: str, proc: subprocess.Popen | None, log_name: str, timeout: float):
-        self.url, self._proc, self._log_name, self._timeout = url, proc, log_name, timeout
+        self.url, self._proc, self.log_name, self._timeout = url, proc, log_name, timeout
         self._ready = proc is None
         self.died = False
+
+    def death(self) -> PrefectServerDied | None:
+        """The error of a server that died during the run (None while it lives): an
+        :attr:`flows.interrupt.Interrupt.causes` entry, since its monitor signals the run as Ctrl-C would."""
+        if not self.died:
+            return None
+        code = None if self._proc is None else self._proc.returncode
+        return PrefectServerDied(f"the run's Prefect server ({self.url}) stopped during the run (exit code {code}); "
+                                 f"see {self.log_name}")
 
     def wait_until_ready(self) -> str:
         deadline = time.monotonic() + self._timeout
         while not self._ready:
             if self._proc.poll() is not None:
                 raise PrefectServerDied(f"the Prefect server exited early (code {self._proc.returncode}); "
-                                        f"see {self._log_name}")
+                                        f"see {self.log_name}")
             try:
                 with urllib.request.urlopen(f"{self.url}/health", timeout=2) as resp:
                     self._ready = resp.status == 200
@@ -154,7 +175,8 @@ class BootingServer:
                 pass
             if not self._ready:
                 if time.monotonic() > deadline:
-                    raise RuntimeError(f"the Prefect server did not answer within {self._timeout:.0f} s; see {self._log_name}")
+                    raise PrefectServerDied(f"the Prefect server did not answer within {self._timeout:.0f} s; "
+                                            f"see {self.log_name}")
                 time.sleep(0.25)
         return self.url
 
@@ -210,10 +232,11 @@ def booting_prefect_server(root: Path, host: str = "127.0.0.1", timeout: float =
         yield server
     except KeyboardInterrupt:
         if server.died:
-            raise PrefectServerDied(f"the Prefect server stopped during the run (exit code {proc.returncode}); "
-                                    f"see {log.name}") from None
+            raise server.death() from None
         raise
     finally:
+        if not server.died:
+            drain_prefect_clients()  # while the server still answers
         stopping.set()
         for key, value in saved.items():
             if value is None:
@@ -229,6 +252,21 @@ def booting_prefect_server(root: Path, host: str = "127.0.0.1", timeout: float =
         log.close()
 
 
+def drain_prefect_clients(timeout: float = 10.0) -> None:
+    """Send what Prefect's background client workers of this process still hold (logs, events) and
+    stop them (nothing when Prefect was never imported)."""
+    if "prefect" not in sys.modules:
+        return
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+
+    for service in (APILogWorker, EventsWorker):
+        try:
+            service.drain_all(timeout=timeout)
+        except Exception:  # noqa: BLE001 - best effort: the run's own result is decided already
+            pass
+
+
 @contextmanager
 def local_prefect_server(
     root: Path, host: str = "127.0.0.1", timeout: float = 180.0, warmup: Callable[[], object] | None = None
@@ -240,3 +278,125 @@ def local_prefect_server(
         if warmup is not None:
             warmup()
         yield server.wait_until_ready()
+
+
+# ------------------------------------------------------------------------------------------------
+# the project's shared server, for stage processes run by DVC without PREFECT_API_URL
+# ------------------------------------------------------------------------------------------------
+
+#: Seconds the shared server waits, after the last process using it has exited, before it stops
+#: (``$VEILBENCH_SHARED_IDLE_S``): DVC starts the next stage's process within a few seconds.
+SHARED_IDLE_S = 30.0
+#: Files of the shared server in the project's Prefect home.
+_SHARED_INFO, _SHARED_LOCK, _SHARED_USERS = "shared-server.json", "shared-server.lock", "shared-server-users"
+
+#: The shared server's keeper, leader of its own process group: runs ``argv[5:]`` (the server) while a
+#: process registered in the folder ``argv[1]`` (one file per process id) is alive, and for ``argv[4]``
+#: seconds after the last one; then, under the lock file ``argv[2]``, removes the info file ``argv[3]``
+#: (the server's URL) and stops its group. See :func:`shared_prefect_server`.
+_KEEPER = r"""
+import fcntl, os, signal, subprocess, sys, time
+users, lock, info, idle = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+server = subprocess.Popen(sys.argv[5:], stdin=subprocess.DEVNULL)
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+last = time.monotonic()
+while server.poll() is None:
+    time.sleep(1)
+    with open(lock, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        for name in os.listdir(users):
+            if name.isdigit() and alive(int(name)):
+                last = time.monotonic()
+            else:
+                os.unlink(os.path.join(users, name))
+        if time.monotonic() - last > idle:
+            if os.path.exists(info):
+                os.unlink(info)  # under the lock: no process can register with a server about to stop
+            break
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+os.killpg(os.getpgrp(), signal.SIGTERM)
+time.sleep(2)
+os.killpg(os.getpgrp(), signal.SIGKILL)
+"""
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/health", timeout=2) as resp:
+            return resp.status == 200
+    except OSError:
+        return False
+
+
+def shared_prefect_server(home: Path, host: str = "127.0.0.1", timeout: float = 180.0) -> str:
+    """The API URL of the shared Prefect server whose home (database, log) is ``home`` (a project's
+    ``.prefect``): the running one, or one started here (detached, under a keeper process that stops
+    it :data:`SHARED_IDLE_S` seconds after its last user exited). This process is registered as a
+    user until it exits; concurrent callers (an ``fcntl`` lock in ``home``) get the same server."""
+    import fcntl
+    import json
+
+    home = Path(home)
+    users = home / _SHARED_USERS
+    users.mkdir(parents=True, exist_ok=True)
+    info = home / _SHARED_INFO
+    with open(home / _SHARED_LOCK, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            url = json.loads(info.read_text())["url"] if info.is_file() else None
+        except (OSError, ValueError, KeyError):
+            url = None
+        if url is None or not _answers(url):
+            url = _start_shared(home, host, timeout)
+            info.write_text(json.dumps({"url": url}))
+        (users / str(os.getpid())).touch()  # a user until this process is gone
+    return url
+
+
+def _start_shared(home: Path, host: str, timeout: float) -> str:
+    port = _free_port(host)
+    url = f"http://{host}:{port}/api"
+    env = {**os.environ, "PREFECT_HOME": str(home)}
+    env.pop("PREFECT_API_URL", None)
+    env.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    env.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    idle = os.environ.get("VEILBENCH_SHARED_IDLE_S", str(SHARED_IDLE_S))
+    with open(home / "server.log", "ab") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _KEEPER, str(home / _SHARED_USERS), str(home / _SHARED_LOCK), str(home / _SHARED_INFO),
+             idle, sys.executable, "-m", "prefect", "server", "start", "--host", host, "--port", str(port)],
+            env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + timeout
+    while not _answers(url):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+            raise PrefectServerDied(f"the project's shared Prefect server did not start; see {home / 'server.log'}")
+        time.sleep(0.25)
+    return url
+
+
+def use_shared_server(module: str, args: list[str]) -> None:
+    """In a stage process started without ``PREFECT_API_URL`` (by ``dvc repro`` or a DVC
+    experiment): export the URL of the project's shared server (:func:`shared_prefect_server`, in
+    ``$PREFECT_HOME``) and run this process again as ``python -m <module> <args>`` (Prefect reads its
+    settings when imported, which the stage's module already did), its ``PREFECT_HOME`` the server's
+    (the project's ``.prefect``, the parent workspace's for an experiment's copy, unless set), so it
+    writes nothing under ``~/.prefect``. Nothing to do when ``PREFECT_API_URL`` is set."""
+    if os.environ.get("PREFECT_API_URL"):
+        return
+    from tasks.paths import tracking_root
+
+    home = Path(os.environ.get("PREFECT_HOME") or tracking_root() / ".prefect")
+    os.environ["PREFECT_API_URL"] = shared_prefect_server(home)
+    os.environ["PREFECT_HOME"] = str(home)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, [sys.executable, "-m", module, *args])

@@ -9,4 +9,4 @@ from tasks.numerics import pin_cpu_code_paths
 from tasks.telemetry import telemetry_off
 
 pin_cpu_code_paths()  # before numpy or torch load: one CPU code path, the same bits on every x86-64 CPU
-telemetry_off()  # before MLflow or Prefect load: no usage reporting from any entry point
+telemetry_off()  # before MLflow, Prefect or DVC load: no usage reports from any entry point

@@ -30,8 +30,15 @@ import argparse
 import ast
 import hashlib
 import sys
+import threading
 from functools import lru_cache
 from pathlib import Path
+
+#: Held while a closure is read from the syntax trees: ``ast.parse`` is not thread-safe in CPython 3.11
+#: (two threads parsing at once can fail with ``SystemError: AST constructor recursion depth mismatch``),
+#: and cells of several stages start in worker threads. :func:`tasks.sweep.begin_stage` also computes
+#: its stage's digest in the scheduling thread, before its cells start.
+_PARSE_LOCK = threading.Lock()
 
 #: Top-level packages whose modules count as project code.
 PROJECT_PACKAGES = ("veilbench", "tasks")
@@ -93,6 +100,11 @@ def closure(entries: tuple[str, ...], root: Path | None = None) -> frozenset[str
     """Project files (relative POSIX paths) reachable by imports from the modules ``entries``
     (dotted names), their parent packages included, :data:`NOT_RESULT_CODE` excluded."""
     root = root or project_root()
+    with _PARSE_LOCK:
+        return _closure(entries, root)
+
+
+def _closure(entries: tuple[str, ...], root: Path) -> frozenset[str]:
     seen: dict[str, Path] = {}
     todo = [m for e in entries for m in _with_parents(e)]
     while todo:

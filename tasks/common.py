@@ -63,6 +63,42 @@ def verify_snapshot(path: str | Path | None = None) -> None:
         raise _changed(pinned_path)
 
 
+#: Most cell threads ``$VEILBENCH_CELL_THREADS`` may ask for.
+MAX_CELL_THREADS = 1024
+
+
+def cell_threads() -> int:
+    """How many cells of a stage run at once in worker threads: ``$VEILBENCH_CELL_THREADS``,
+    default 2 (the reference machine's cores); a :class:`~veilbench.validation.UsageError` naming
+    the variable for anything but an integer in [1, :data:`MAX_CELL_THREADS`]."""
+    raw = os.environ.get("VEILBENCH_CELL_THREADS", "2")
+    if not raw.strip().isdigit() or not 1 <= int(raw) <= MAX_CELL_THREADS:
+        raise UsageError(f"VEILBENCH_CELL_THREADS: must be an integer in [1, {MAX_CELL_THREADS}] (cells run at once), "
+                         f"got {raw!r}; unset it for the default 2")
+    return int(raw)
+
+
+#: The folders a run writes into, under the project root (and the root itself: ``mlflow.db``, ``.prefect``).
+WRITTEN_FOLDERS = ("data", "reports")
+
+
+def check_writable(root: Path, folders: tuple[str, ...] = WRITTEN_FOLDERS) -> None:
+    """Before a run starts: a :class:`UsageError` naming the first folder it would write into and
+    cannot (``root``, or any folder under ``root/<folder>``), instead of a failure in the middle of
+    the run. The operating system decides (``os.access``; the superuser may write anywhere)."""
+    candidates = [Path(root)]
+    for name in folders:
+        top = Path(root) / name
+        if top.is_dir():
+            candidates += [Path(folder) for folder, _, _ in os.walk(top) if Path(folder).name != "__pycache__"]
+        elif top.exists():
+            raise UsageError(f"{top}: not a folder; the run writes its outputs there (move the file away)")
+    for folder in candidates:
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise UsageError(f"{folder}: no write permission; the run writes its outputs there "
+                             f"(fix it with chmod/chown, or run as its owner)")
+
+
 def load_params(params_path: str | Path | None = None, root: Path | None = None) -> Config:
     """Validate ``params.yaml`` (default: at the repo root) before any work starts.
 
@@ -76,16 +112,22 @@ def load_params(params_path: str | Path | None = None, root: Path | None = None)
     return load_config(path)
 
 
-def _retry_unless_user_error(task: Any, task_run: Any, state: Any) -> bool:
-    """Prefect's ``retry_condition_fn``: retry a failure unless it is a user error (a
-    :class:`~veilbench.validation.UsageError` fails the same way again)."""
-    from veilbench.validation import UsageError
+def transient(exc: BaseException) -> bool:
+    """Whether ``exc`` may not happen again on a second try: a timeout, a dropped connection, or a
+    SQLite store locked by another writer. Everything else a stage raises (a user error, a bug, a
+    missing or unwritable file) is deterministic: its cells fail the same way every time."""
+    if isinstance(exc, TimeoutError | ConnectionError):
+        return True
+    return "database is locked" in str(exc) or "database table is locked" in str(exc)
 
+
+def _retry_transient(task: Any, task_run: Any, state: Any) -> bool:
+    """Prefect's ``retry_condition_fn``: retry a failure only when it is :func:`transient`."""
     try:
         exc = state.result(raise_on_failure=False)
-    except Exception:  # noqa: BLE001 - an unreadable state: retry as before
-        return True
-    return not isinstance(exc, UsageError)
+    except Exception:  # noqa: BLE001 - an unreadable state: nothing says it would go differently
+        return False
+    return isinstance(exc, BaseException) and transient(exc)
 
 
 def task_run_name(name: str) -> Callable[[], str]:
@@ -109,10 +151,10 @@ def task_run_name(name: str) -> Callable[[], str]:
 
 def as_task(fn: Callable[..., Any], name: str, retries: int = 1) -> Any:
     """Wrap a plain stage function as a Prefect task (no result caching: DVC decides reruns;
-    one retry for transient I/O failures, none of which change results; a user error is not retried),
-    its runs named by :func:`task_run_name`."""
+    one retry of a :func:`transient` failure, which changes no result; a deterministic failure is
+    not retried), its runs named by :func:`task_run_name`."""
     from prefect import task
     from prefect.cache_policies import NO_CACHE
 
     return task(fn, name=name, cache_policy=NO_CACHE, retries=retries, retry_delay_seconds=1,
-                retry_condition_fn=_retry_unless_user_error, task_run_name=task_run_name(name))
+                retry_condition_fn=_retry_transient, task_run_name=task_run_name(name))

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from tasks.paths import repo_root
-from tasks.tracking import file_sha, latest_cell_runs, tracking_uri
+from tasks.tracking import file_sha, latest_cell_runs, tracking_uri, verify_run_metrics
 from veilbench.io import atomic_write_text
 
 
@@ -110,16 +110,18 @@ def comparison(sides: list[Side | str], metrics: list[str] | None = None, root: 
     ``headline``: only each family's headline metrics (module docstring; ``metrics`` then unused).
 
     Raises ``KeyError`` naming experiments that do not exist and ``ValueError`` when two sides
-    share a label."""
+    share a label or a run's metrics no longer match the digest logged with them
+    (:func:`tasks.tracking.verify_run_metrics`)."""
     import pandas as pd
-    from mlflow.tracking import MlflowClient
+
+    from tasks.tracking import open_client
 
     sides = [experiment_side(s) if isinstance(s, str) else s for s in sides]
     labels = [s.label for s in sides]
     if len(set(labels)) != len(labels):
         raise ValueError(f"sides: labels must differ, got {labels}")
     uri = tracking_uri(root or repo_root())
-    client = MlflowClient(uri)
+    client = open_client(uri)
     named = sorted({e for s in sides for e in (s.experiments or ())})
     missing_exp = [e for e in named if client.get_experiment_by_name(e) is None]
     if missing_exp:
@@ -135,6 +137,7 @@ def comparison(sides: list[Side | str], metrics: list[str] | None = None, root: 
     chosen = _headline_choice(runs_by_side) if headline else {}
     for label, runs in runs_by_side.items():
         for run in runs:
+            verify_run_metrics(run, uri)  # an edited metric is an error naming the run, never a table entry
             sweep = run.data.tags.get("sweep", "")
             if headline:
                 shown = {role: name for role, name in zip(("utility", "attacker"), chosen[sweep], strict=True) if name}

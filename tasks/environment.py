@@ -35,3 +35,14 @@ def _apply(values) -> None:
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
+
+
+def project_prefect_home() -> None:
+    """``PREFECT_HOME`` in the project's ``.prefect`` (the parent workspace's for a DVC experiment's
+    copy, :func:`tasks.paths.tracking_root`) where unset, before Prefect loads: Prefect creates its
+    home when imported, so a ``python -m flows.…`` process (a stage run by DVC) writes nothing under
+    ``~/.prefect``."""
+    if not os.environ.get("PREFECT_HOME"):
+        from tasks.paths import tracking_root
+
+        os.environ["PREFECT_HOME"] = str(tracking_root() / ".prefect")

@@ -1,19 +1,21 @@
 """``prepare`` stage: load a registered dataset, split train/test, allocate parties.
 
-A user file (``options.path``) is part of what the stage was made from: its SHA-256
+A user file (``options.path``) is part of what the stage was made from: it is the stage's DVC
+dependency (``data/sources.yaml``, :mod:`tasks.sources`) and its SHA-256
 (:func:`tasks.sources.source_digest`) is recorded in the manifest's ``params`` as
-``source_sha256`` (see :mod:`tasks.sources`).
+``source_sha256``.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any
 
 from tasks.common import as_task, load_params
 from tasks.paths import data_roots, prepare_dir, repo_root
-from tasks.sources import source_digest
+from tasks.sources import check_sources, source_digest
 from tasks.tracking import stage_run
 from veilbench.datasets import DATASETS, load_dataset, prepare_dataset
 from veilbench.io import write_bundle
@@ -43,6 +45,8 @@ def prepare(dataset: str, params_path: str | Path | None = None, root: Path | No
     root = root or repo_root()
     cfg = load_params(params_path, root)
     dcfg, options = loader_options(cfg, dataset, root)
+    if params_path is None and os.environ.get("DVC_ROOT"):  # a DVC stage: DVC hashed the file sources.yaml names
+        check_sources(root, dataset, dcfg.options)
     params = {"dataset": dataset, "seed": cfg.seed, **dcfg.model_dump()}
     if options.get("path") and Path(options["path"]).exists():
         params["source_sha256"] = source_digest(Path(options["path"]))

@@ -66,14 +66,15 @@ from tasks.report_figures import (
 )
 from tasks.report_numbers import error_bars, fmt_stats, glossary
 from tasks.report_tables import markdown_table as _markdown
-from tasks.tracking import params_file_tags, stage_run
+from tasks.tracking import open_store, params_file_tags, stage_run
 from tasks.verdicts import data_free_digest, data_free_section
 from veilbench.config import Config, FrontierConfig
-from veilbench.io import atomic_write_text, read_json, write_json
+from veilbench.io import atomic_write_text, read_json, read_verified_json, write_json
 
 
 def load_cell_metrics(cfg: Config, root: Path) -> list[dict[str, Any]]:
-    """One row per evaluated cell of the configured sweeps (cells not yet evaluated are skipped):
+    """One row per evaluated cell of the configured sweeps (cells not yet evaluated are skipped; a
+    record that no longer matches its seal is a ``ValidationError`` naming it, :mod:`veilbench.io`):
     ``{"sweep", "cell", "family", "dataset", "method", "params" (family options), "summary",
     "per_seed" (seed → metric → value)}``."""
     rows = []
@@ -81,7 +82,7 @@ def load_cell_metrics(cfg: Config, root: Path) -> list[dict[str, Any]]:
         for cell in scfg.expand():
             p = sweep_report_dir(root, sweep) / "cells" / f"{cell}.json"
             if p.is_file():
-                rec = read_json(p)
+                rec = read_verified_json(p)  # an edited or damaged record is an error naming it, never shown
                 rows.append({"sweep": sweep, "cell": cell, "family": scfg.family, "dataset": rec["dataset"],
                              "method": rec["method"], "params": rec["params"]["family_params"], "summary": rec["summary"],
                              "per_seed": rec.get("per_seed", {})})
@@ -440,7 +441,7 @@ def ledger_section(cfg: Config, root: Path) -> tuple[list[str], list[dict[str, A
     for sweep in cfg.sweeps:
         p = sweep_dir(root, "release", sweep) / "ledger.json"
         if p.is_file():
-            rows += read_json(p)
+            rows += read_verified_json(p)["entries"]
     if not rows:
         return ["## Privacy ledger", "", "No differentially private release in the evaluated sweeps.", ""], rows, {}
     entries = [LedgerEntry.from_dict(r) for r in rows]
@@ -548,7 +549,9 @@ def report(params_path: str | Path | None = None, root: Path | None = None) -> P
 
     root = root or repo_root()
     cfg = load_params(params_path, root)
-    rows = load_cell_metrics(cfg, root)
+    open_store(root)  # a locked or broken MLflow store is refused before anything is written
+    rows = load_cell_metrics(cfg, root)  # records are verified here too: a bad one is refused before any write
+    ledger_lines, ledger_rows, composed = ledger_section(cfg, root)
     reports = root / "reports"
     families = sorted({r["family"] for r in rows})
     spread_json = reports / "bench" / "split_spread.json"
@@ -606,7 +609,6 @@ def report(params_path: str | Path | None = None, root: Path | None = None) -> P
                   "Exact MiB per round for parameter sharing and for GCA at each K, for the paper's dataset "
                   "configurations (spec Tables 11–12, computed by `veilbench.gca.communication`): "
                   "`gca/communication.csv`. Each GCA cell also reports `comm_mib_per_round` measured in its run.", ""]
-    ledger_lines, ledger_rows, composed = ledger_section(cfg, root)
     lines += ledger_lines
     ledger_csv = reports / "privacy_ledger.csv"
     import pandas as pd

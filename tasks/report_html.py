@@ -5,6 +5,12 @@ converted with Python-Markdown (extensions ``tables``, ``toc``, ``fenced_code``)
 page become links to its section, every ``<img src="figures/…png">`` becomes a base64 ``data:``
 URI, and a table of contents (the ``toc`` extension's, from the headings) opens the page. The
 file loads nothing: no script, stylesheet, font or image is fetched from anywhere.
+
+Every user string of ``params.yaml`` (the report's title, a frontier's labels, sweep and cell names)
+reaches the page through the markdown, so the converter refuses raw HTML: its raw-HTML block and
+inline handlers are removed (:func:`markdown_to_html`), and such text is shown escaped
+(``<script>`` as ``&lt;script&gt;``); a link or image whose URL has a scheme other than ``http``,
+``https`` or ``mailto`` (``javascript:``) loses its URL (:class:`_SafeUrls`).
 """
 
 from __future__ import annotations
@@ -48,12 +54,48 @@ def _embed_images(body: str, base: Path) -> str:
     return re.sub(r'(<img\b[^>]*?\bsrc=")([^"]*)(")', repl, body)
 
 
+#: URL schemes a link or image of the report may use (none for a relative URL or a fragment).
+SAFE_SCHEMES = frozenset({"", "http", "https", "mailto"})
+
+
+def safe_url(url: str) -> bool:
+    """True when ``url`` (an attribute value) names no scheme, or one of :data:`SAFE_SCHEMES`.
+    Browsers drop whitespace and control characters inside a scheme (``java\tscript:``); so does this."""
+    from urllib.parse import urlsplit
+
+    cleaned = re.sub(r"[\x00-\x20\x7f]", "", html.unescape(url))
+    try:
+        scheme = urlsplit(cleaned).scheme.lower()
+    except ValueError:
+        return False
+    return scheme in SAFE_SCHEMES
+
+
+def _safe_urls_processor():
+    """A Python-Markdown tree processor replacing every unsafe ``href`` by ``#`` and ``src`` by ``data:,``."""
+    from markdown.treeprocessors import Treeprocessor
+
+    class _SafeUrls(Treeprocessor):
+        def run(self, root):  # noqa: ANN001, ANN202 - Python-Markdown's interface
+            for element in root.iter():
+                for attribute, blank in (("href", "#"), ("src", "data:,")):
+                    value = element.get(attribute)
+                    if value is not None and not safe_url(value):
+                        element.set(attribute, blank)
+
+    return _SafeUrls
+
+
 def markdown_to_html(text: str) -> tuple[str, str]:
-    """(body HTML, table-of-contents HTML) of a markdown document."""
+    """(body HTML, table-of-contents HTML) of a markdown document; raw HTML in ``text`` is shown as
+    text, never passed through, and unsafe URLs are dropped (module docstring)."""
     import markdown
 
     md = markdown.Markdown(extensions=["tables", "toc", "fenced_code"],
                            extension_configs={"toc": {"toc_depth": "1-2"}})
+    md.preprocessors.deregister("html_block")  # a block of raw HTML would pass through unchanged
+    md.inlinePatterns.deregister("html")  # likewise an inline tag (<img onerror=…>, <svg onload=…>)
+    md.treeprocessors.register(_safe_urls_processor()(md), "safe_urls", 15)  # after the links are made (20)
     body = md.convert(text)
     return body, md.toc  # type: ignore[attr-defined]
 

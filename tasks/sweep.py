@@ -36,15 +36,19 @@ from tasks.codedeps import code_digest
 from tasks.common import load_params
 from tasks.paths import CELL_STAGES, checkpoint_dir, embed_dir, prepare_dir, repo_root, sweep_dir, sweep_report_dir
 from tasks.progress import progress
-from tasks.tracking import (close_parent_run, computed_run_id, fail_interrupted_runs, log_cell_metrics, open_parent_run,
-                            params_file_tags, parent_run_id, per_seed_csv, stage_run)
+from tasks.tracking import (close_parent_run, computed_run_id, fail_interrupted_runs, fail_parent_run, log_cell_metrics,
+                            open_parent_run, params_file_tags, parent_run_id, per_seed_csv, stage_run)
 from veilbench.config import Config, SweepConfig
 from veilbench.crossfamily import crossfamily_metrics
 from veilbench.checkpoints import RoundCheckpoints
 from veilbench.families import get_family
-from veilbench.io import (ARRAYS, MANIFEST, TIMINGS, bundle_intact, read_bundle, read_json, read_sealed_json,
-                          write_bundle, write_json, write_sealed_json)
+from veilbench.io import (ARRAYS, MANIFEST, TIMINGS, bundle_intact, read_bundle, read_json, read_manifest,
+                          read_sealed_json, read_verified_json, write_bundle, write_json, write_sealed_json)
 from veilbench.validation import UsageError
+
+
+#: The release's privacy ledger beside its cells: ``{"entries": [...], "sha256": seal}`` (sealed, as every record).
+LEDGER = "ledger.json"
 
 
 def _split_seed(arrays: dict[str, np.ndarray], seed: int) -> dict[str, np.ndarray]:
@@ -145,8 +149,11 @@ def sweep_cells(sweep: str, params_path: str | Path | None = None, root: Path | 
 
 
 def begin_stage(stage: str, sweep: str, params_path: str | Path | None = None, root: Path | None = None) -> list[str]:
-    """Prepare a sweep stage: remove half-written leftovers of a killed run; return the cell names."""
+    """Prepare a sweep stage: remove half-written leftovers of a killed run; return the cell names.
+    The stage's code digest is computed here, in the calling thread, before any of its cells starts
+    (:mod:`tasks.codedeps` reads syntax trees, which must not happen in two threads at once)."""
     ctx = _context(stage, sweep, params_path, root)
+    code_digest(ctx.scfg.family, stage)
     _remove_temporaries(ctx.out_root)
     fail_interrupted_runs(ctx.cfg.tracking.experiment, stage, sweep, ctx.root)
     open_parent_run(ctx.cfg.tracking.experiment, stage, sweep, {
@@ -308,7 +315,7 @@ def finish_stage(stage: str, sweep: str, outcomes: dict[str, str], params_path: 
         _remove_stale(sweep_dir(ctx.root, stage, sweep), set(ctx.cells))
         from tasks.metrics_summary import cell_means_table, sweep_summary
 
-        means = {c: {m: s["mean"] for m, s in read_json(ctx.out_root / f"{c}.json")["summary"].items()}
+        means = {c: {m: s["mean"] for m, s in read_verified_json(ctx.out_root / f"{c}.json")["summary"].items()}
                  for c in ctx.cells}
         write_json(sweep_report_dir(ctx.root, sweep) / "metrics.json", cell_means_table(means))
         write_json(sweep_report_dir(ctx.root, sweep) / "summary.json", sweep_summary(means, len(ctx.scfg.seeds),
@@ -320,7 +327,8 @@ def finish_stage(stage: str, sweep: str, outcomes: dict[str, str], params_path: 
             "computed": [c for c in ctx.cells if outcomes.get(c) == "computed"],
             "reused": [c for c in ctx.cells if outcomes.get(c) == "reused"]})
         if stage == "release":
-            write_json(ctx.out_root / "ledger.json", _ledger_entries(ctx.out_root, sweep, ctx.dataset, ctx.cells))
+            write_sealed_json(ctx.out_root / LEDGER, {"entries": _ledger_entries(ctx.out_root, sweep, ctx.dataset,
+                                                                                 ctx.cells)})
         out = ctx.out_root
     # the sweep's own files (summary metrics, sweep.json, ledger, figures) go on the parent run
     close_parent_run(ctx.cfg.tracking.experiment, stage, sweep, {c: outcomes.get(c, "") for c in ctx.cells},
@@ -328,10 +336,23 @@ def finish_stage(stage: str, sweep: str, outcomes: dict[str, str], params_path: 
     return out
 
 
+def abort_stage(stage: str, sweep: str, params_path: str | Path | None = None, root: Path | None = None) -> None:
+    """A sweep stage that will not finish (one of its cells failed, or the run stops): its parent
+    MLflow run ends FAILED instead of staying RUNNING. Its outputs are left as they are: finished
+    cells are reused by the next run."""
+    ctx = _context(stage, sweep, params_path, root)
+    fail_parent_run(ctx.cfg.tracking.experiment, stage, sweep, ctx.root)
+
+
 def run_sweep_stage(stage: str, sweep: str, params_path: str | Path | None = None, root: Path | None = None) -> Path:
     """Run ``stage`` (release/integrate/attack/evaluate) for every cell of ``sweep``, one after another."""
     cells = begin_stage(stage, sweep, params_path, root)
-    outcomes = {c: run_cell(stage, sweep, c, params_path, root) for c in progress(cells, f"{stage} {sweep}", total=len(cells))}
+    try:
+        outcomes = {c: run_cell(stage, sweep, c, params_path, root)
+                    for c in progress(cells, f"{stage} {sweep}", total=len(cells))}
+    except BaseException:
+        abort_stage(stage, sweep, params_path, root)
+        raise
     return finish_stage(stage, sweep, outcomes, params_path, root)
 
 
@@ -346,7 +367,7 @@ def _ledger_entries(out_root: Path, sweep: str, dataset: str, cells: dict[str, d
 
     entries = []
     for cell, options in cells.items():
-        manifest = read_json(out_root / cell / "manifest.json")
+        manifest = read_manifest(out_root / cell)
         for seed, metrics in manifest["per_seed"].items():
             if "dp_epsilon" in metrics:
                 info = (manifest.get("info") or {}).get(seed) or {}
@@ -373,7 +394,7 @@ def _remove_stale(out_root: Path, keep: set[str], by_stem: bool = False) -> None
         return
     for child in out_root.iterdir():
         name = child.stem if by_stem else child.name
-        if child.name in ("sweep.json", "ledger.json") or name in keep or child.name.startswith("."):
+        if child.name in ("sweep.json", LEDGER) or name in keep or child.name.startswith("."):
             continue
         shutil.rmtree(child) if child.is_dir() else child.unlink()
 

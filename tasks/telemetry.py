@@ -23,6 +23,7 @@ TELEMETRY_OFF = {
     "MLFLOW_DISABLE_TELEMETRY": "true",
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
     "DVC_NO_ANALYTICS": "1",
+    "DO_NOT_TRACK": "1",  # the general opt-out other tools read
 }
 
 

@@ -163,11 +163,33 @@ class StageRun:
             self.log_artifact(str(local), str(Path(artifact_file).parent) if "/" in artifact_file else None)
 
     def _flush(self) -> None:
-        from mlflow.entities import Param
+        from mlflow.entities import Param, RunTag
 
         params = [Param(k, v) for k, v in self._params.items()]
+        tags = [RunTag(METRICS_DIGEST, metrics_digest({m.key: m.value for m in self._metrics}))] if self._metrics else []
         if params or self._metrics:
-            self.client.log_batch(self.run_id, metrics=self._metrics, params=params, synchronous=True)
+            self.client.log_batch(self.run_id, metrics=self._metrics, params=params, tags=tags, synchronous=True)
+
+
+#: The tag holding :func:`metrics_digest` of a run's metrics as logged (checked by ``veilbench compare``).
+METRICS_DIGEST = "metrics_sha256"
+
+
+def metrics_digest(metrics: Mapping[str, float]) -> str:
+    """SHA-256 of a run's metrics (name → last value; every veilbench metric is logged once, at step 0)."""
+    blob = "\n".join(f"{name}={float(value)!r}" for name, value in sorted(metrics.items()))
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def verify_run_metrics(run: Any, where: str) -> None:
+    """Raise ``ValueError`` naming the run and ``where`` (its store) when ``run``'s metrics no longer
+    match the :data:`METRICS_DIGEST` tag written with them; runs logged without the tag are taken as they are."""
+    recorded = run.data.tags.get(METRICS_DIGEST)
+    if recorded is not None and metrics_digest(run.data.metrics) != recorded:
+        tags = run.data.tags
+        raise ValueError(f"{where}: run {run.info.run_id} ({tags.get('stage', '?')}@{tags.get('sweep', '?')}/"
+                         f"{tags.get('cell', '?')}): its metrics do not match the SHA-256 recorded when they were "
+                         f"logged (edited in the store); rerun the stage, or compare other runs")
 
 
 #: (tracking URI, experiment name) → experiment id, and tracking URI → client, per process:
@@ -180,15 +202,38 @@ _CACHE_LOCK = threading.Lock()
 def _client(uri: str) -> Any:
     import logging
 
-    from mlflow.tracking import MlflowClient
 
     # MLflow logs two INFO lines ("Creating initial MLflow database tables...", "Updating database
     # tables") when it creates a SQLite store: routine set-up, not news for the person running.
     logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)
     with _CACHE_LOCK:
         if uri not in _CLIENTS:
-            _CLIENTS[uri] = MlflowClient(uri)
+            _CLIENTS[uri] = open_client(uri)
         return _CLIENTS[uri]
+
+
+def open_client(uri: str) -> Any:
+    """An ``MlflowClient`` of the store at ``uri`` (MLflow opens a SQLite store, and migrates a new one,
+    here); a store that cannot be opened is a :class:`~veilbench.validation.UsageError` naming the file:
+    locked by another process, or not an MLflow database (corrupt, truncated, another program's file)."""
+    from mlflow.tracking import MlflowClient
+
+    try:
+        return MlflowClient(uri)
+    except Exception as exc:  # noqa: BLE001 - SQLAlchemy's and MLflow's errors, told apart by their text
+        from veilbench.validation import UsageError
+
+        text = str(exc).lower()
+        store = uri.removeprefix("sqlite:///") if uri.startswith("sqlite:///") else uri
+        if "database is locked" in text:
+            raise UsageError(f"{store}: the MLflow store is locked by another process (another `veilbench run`, a DVC "
+                             f"stage, `mlflow ui`); wait for it to finish and run again") from None
+        if any(word in text for word in ("not a database", "malformed", "no such table", "can't locate revision",
+                                         "database disk image", "unable to open database")):
+            raise UsageError(f"{store}: not a usable MLflow store ({str(exc).splitlines()[0][:200]}); move it aside "
+                             f"(e.g. to {Path(store).name}.broken) to start a new one, or set VEILBENCH_TRACKING_URI "
+                             f"to another store") from None
+        raise
 
 
 def open_store(root: Path | None = None) -> Any:
@@ -399,6 +444,19 @@ def close_parent_run(experiment: str, stage: str, sweep: str, outcomes: Mapping[
         for path in artifacts:
             repo.log_artifact(str(path))
     client.set_terminated(run_id, status="FINISHED")
+    with _CACHE_LOCK:
+        _PARENTS.pop((uri, exp_id, stage, sweep), None)
+    return run_id
+
+
+def fail_parent_run(experiment: str, stage: str, sweep: str, root: Path | None = None) -> str | None:
+    """End the open parent run of ``stage`` on ``sweep`` FAILED (a cell of the stage failed, or the
+    run stopped before the stage finished); returns its id (None if none is open)."""
+    uri = tracking_uri(root or repo_root())
+    client, exp_id = client_and_experiment(uri, experiment)
+    run_id = parent_run_id(experiment, stage, sweep, root)
+    if run_id is not None:
+        client.set_terminated(run_id, status="FAILED")
     with _CACHE_LOCK:
         _PARENTS.pop((uri, exp_id, stage, sweep), None)
     return run_id

@@ -87,14 +87,17 @@ def project_params() -> dict:
 
 
 def init_project(root: Path, params: dict, env: dict[str, str]) -> Path:
-    """``root``: the project's code, ``dvc.yaml``, ``.gitignore``, ``.dvcignore`` and ``params``
-    after ``git init`` and ``dvc init`` (nothing committed, nothing run)."""
+    """``root``: the project's code, ``dvc.yaml``, ``.gitignore``, ``.dvcignore``, ``params`` and the
+    ``data/sources.yaml`` made from them after ``git init`` and ``dvc init`` (nothing committed, nothing run)."""
     root.mkdir(parents=True)
     for item in ("veilbench", "tasks", "flows"):
         shutil.copytree(REPO / item, root / item, ignore=shutil.ignore_patterns("__pycache__"))
     for item in ("dvc.yaml", ".gitignore"):
         shutil.copy(REPO / item, root / item)
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    from tasks.sources import write_sources
+
+    write_sources(root)  # data/sources.yaml: dvc.yaml's vars (the file each data set's prepare reads)
     run(["git", "init", "-q"], root, env)
     run([*DVC, "init", "-q"], root, env)
     shutil.copy(REPO / ".dvcignore", root / ".dvcignore")  # after `dvc init`, which writes its own

@@ -7,8 +7,17 @@ import json
 import numpy as np
 import pytest
 
-from veilbench.io import load_npz, read_bundle, write_bundle, write_json
+from veilbench.io import (bundle_intact, load_npz, read_bundle, read_sealed_json, read_verified_json, sealed,
+                          write_bundle, write_json, write_sealed_json)
 from veilbench.validation import ValidationError
+
+
+def _reseal(manifest: dict) -> dict:
+    """``manifest`` edited and sealed again (as a writer of a consistent but wrong manifest would)."""
+    from veilbench.io import SEAL, _seal
+
+    manifest.pop(SEAL, None)
+    return {**manifest, SEAL: _seal(manifest)}
 
 
 def test_bundle_roundtrip_records_shapes_and_params(tmp_path) -> None:
@@ -41,7 +50,7 @@ def test_manifest_mismatch_and_missing_manifest_are_errors(tmp_path) -> None:
     out = write_bundle(tmp_path / "stage", {"a": np.ones((2, 2))}, {"stage": "x"})
     manifest = json.loads((out / "manifest.json").read_text())
     manifest["shapes"]["a"] = [3, 3]
-    (out / "manifest.json").write_text(json.dumps(manifest))
+    (out / "manifest.json").write_text(json.dumps(_reseal(manifest)))
     with pytest.raises(ValidationError, match="does not match its manifest"):
         read_bundle(out)
     with pytest.raises(ValidationError, match="missing manifest.json"):
@@ -87,6 +96,41 @@ def test_alias_to_a_missing_array_is_a_clear_error(tmp_path) -> None:
     manifest = json.loads((out / "manifest.json").read_text())
     manifest["aliases"] = {"b": "gone"}
     manifest["shapes"]["b"] = [2]
-    (out / "manifest.json").write_text(json.dumps(manifest))
+    (out / "manifest.json").write_text(json.dumps(_reseal(manifest)))
     with pytest.raises(ValidationError, match="alias 'b' names 'gone'"):
         read_bundle(out)
+
+
+def test_an_edited_manifest_is_refused_by_every_reader(tmp_path) -> None:
+    """The manifest is sealed: an edit (ε 1 → 99) makes it not intact for reuse and an error naming
+    the file for a reader; a manifest without a seal (or a replaced arrays file) likewise."""
+    out = write_bundle(tmp_path / "stage", {"a": np.ones(3)}, {"stage": "x", "params": {"epsilon": 1.0}})
+    assert bundle_intact(out) and sealed(json.loads((out / "manifest.json").read_text()))  # the control
+    text = (out / "manifest.json").read_text()
+    (out / "manifest.json").write_text(text.replace('"epsilon": 1.0', '"epsilon": 99.0'))
+    assert not bundle_intact(out)
+    with pytest.raises(ValidationError, match=r"manifest.json: does not match its recorded SHA-256"):
+        read_bundle(out)
+    unsealed = json.loads(text)
+    del unsealed["sha256"]
+    (out / "manifest.json").write_text(json.dumps(unsealed))
+    assert not bundle_intact(out)
+    (out / "manifest.json").write_text(text)
+    np.savez(out / "arrays.npz", a=np.zeros(3))
+    with pytest.raises(ValidationError, match=r"arrays.npz: does not match the SHA-256 its manifest recorded"):
+        read_bundle(out)
+
+
+def test_sealed_records_are_checked_wherever_read(tmp_path) -> None:
+    path = tmp_path / "cell.json"
+    write_sealed_json(path, {"summary": {"u": {"mean": 0.129}}})
+    assert read_verified_json(path) == read_sealed_json(path) and read_verified_json(path)["summary"]["u"]["mean"] == 0.129
+    path.write_text(path.read_text().replace("0.129", "0.988"))
+    assert read_sealed_json(path) is None
+    with pytest.raises(ValidationError, match=r"cell.json: does not match its recorded SHA-256"):
+        read_verified_json(path)
+    with pytest.raises(ValidationError, match=r"gone.json: missing"):
+        read_verified_json(tmp_path / "gone.json")
+    (tmp_path / "cut.json").write_text('{"summary": ')
+    with pytest.raises(ValidationError, match=r"cut.json: unreadable"):
+        read_verified_json(tmp_path / "cut.json")

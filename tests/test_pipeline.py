@@ -125,7 +125,7 @@ def test_failed_stage_marks_mlflow_run_failed_and_writes_nothing(workdir: Path, 
 
     prepare("digits", root=workdir)
     (workdir / "data/prepare/digits/arrays.npz").write_bytes(b"garbage")
-    with pytest.raises(Exception, match="not a readable .npz"):
+    with pytest.raises(Exception, match="arrays.npz: does not match the SHA-256 its manifest recorded"):
         embed("digits-pca", root=workdir)
     assert not (workdir / "data/embed/digits-pca").exists()
     mlflow.set_tracking_uri(f"sqlite:///{workdir / 'mlflow.db'}")

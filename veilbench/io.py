@@ -7,19 +7,24 @@ A stage directory holds
   little on float noise at many times the write time. An array byte-identical to another of the same bundle
   (e.g. a family's uploads and the cross-family view's copy of them) is stored once;
 * ``manifest.json``: ``{"stage", "shapes", "dtypes", "aliases", "arrays_sha256", "seed", "params",
-  "info", "metrics"}`` so a reader can check what it got without loading the arrays; ``aliases``
-  maps each array stored under another name to that name; ``arrays_sha256`` is the SHA-256 of the
-  ``arrays.npz`` bytes (numpy writes fixed zip timestamps, so equal arrays give equal bytes), which
-  :func:`bundle_intact` checks before an output is reused;
+  "info", "metrics", "sha256"}`` so a reader can check what it got without loading the arrays;
+  ``aliases`` maps each array stored under another name to that name; ``arrays_sha256`` is the
+  SHA-256 of the ``arrays.npz`` bytes (numpy writes fixed zip timestamps, so equal arrays give equal
+  bytes) and ``sha256`` the seal of the manifest itself (below);
 * ``timings.json`` (optional, :data:`TIMINGS`): what the run that wrote the bundle measured about
   itself (seconds, wall-clock start). It is not part of the output: the manifest and arrays are a
   function of the inputs (params, code, data, seeds) only, so equal inputs give byte-equal files on
   every run and machine, while ``.dvcignore`` hides ``timings.json`` from DVC (and
   :func:`bundle_intact` never reads it), so rewriting it changes no DVC hash and no reuse decision.
 
-Single JSON records that are reused (a cell's evaluation) are *sealed*: :func:`write_sealed_json`
-stores the SHA-256 of the record's canonical JSON beside it, and :func:`read_sealed_json` returns
-``None`` for a record that is missing, unreadable, truncated or edited by hand.
+One verification rule for every stored record. A record is *sealed*: :func:`write_sealed_json`
+(and :func:`write_bundle` for a manifest) stores ``sha256``, the SHA-256 of the record's canonical
+JSON without that key, inside it. Wherever a record is read it is checked: :func:`read_sealed_json`
+and :func:`bundle_intact` (reuse: a record that is missing, unreadable, truncated, edited by hand or
+written before seals existed is recomputed, never reused) and :func:`read_verified_json` and
+:func:`read_bundle` (every other reader: the same failures are a :class:`ValidationError` naming the
+file). A seal is a checksum against accidents and careless edits, not a signature: whoever can write
+the file can write a matching seal.
 
 Writes go to a temporary sibling directory that is renamed into place, so a killed stage
 leaves either the old complete output or none, never a half-written one.
@@ -139,6 +144,8 @@ def write_bundle(
         tmp.chmod(default_mode(directory=True))
         np.savez(tmp / ARRAYS, **stored)
         full_manifest["arrays_sha256"] = file_sha256(tmp / ARRAYS)
+        full_manifest.pop(SEAL, None)
+        full_manifest[SEAL] = _seal(full_manifest)
         (tmp / MANIFEST).write_text(json.dumps(_jsonable(full_manifest), indent=2, sort_keys=True) + "\n")
         if timings is not None:
             (tmp / TIMINGS).write_text(json.dumps(_jsonable(timings), indent=2, sort_keys=True) + "\n")
@@ -178,23 +185,56 @@ def file_sha256(path: str | Path) -> str:
     return h.hexdigest()
 
 
-def bundle_intact(directory: str | Path) -> bool:
-    """True when ``directory`` holds a readable ``manifest.json`` and an ``arrays.npz`` whose
-    SHA-256 is the one the manifest recorded (False for a truncated, replaced or missing file)."""
-    directory = Path(directory)
-    try:
-        recorded = read_json(directory / MANIFEST).get("arrays_sha256")
-        return isinstance(recorded, str) and file_sha256(directory / ARRAYS) == recorded
-    except (OSError, ValueError, AttributeError):
-        return False
-
-
 def _seal(obj: Any) -> str:
     return hashlib.sha256(json.dumps(_jsonable(obj), sort_keys=True).encode()).hexdigest()
 
 
-#: The key under which :func:`write_sealed_json` stores the record's digest.
+#: The key under which a sealed record (a manifest, :func:`write_sealed_json`) stores its digest.
 SEAL = "sha256"
+
+
+def sealed(record: Any) -> bool:
+    """True when ``record`` is a mapping whose ``sha256`` is the SHA-256 of the rest of it."""
+    return isinstance(record, dict) and record.get(SEAL) == _seal({k: v for k, v in record.items() if k != SEAL})
+
+
+def _bundle_problem(directory: Path) -> str | None:
+    """Why the bundle in ``directory`` is not intact (None when it is): see :func:`bundle_intact`."""
+    try:
+        manifest = read_json(directory / MANIFEST)
+    except FileNotFoundError:
+        return f"{directory / MANIFEST}: missing; run the stage that produces it first"
+    except (OSError, ValueError) as exc:
+        return f"{directory / MANIFEST}: unreadable ({type(exc).__name__}: {exc})"
+    if not sealed(manifest):
+        return _edited(directory / MANIFEST)
+    try:
+        digest = file_sha256(directory / ARRAYS)
+    except OSError as exc:
+        return f"{directory / ARRAYS}: unreadable ({exc.strerror or exc})"
+    if digest != manifest.get("arrays_sha256"):
+        return _edited(directory / ARRAYS, "the SHA-256 its manifest recorded")
+    return None
+
+
+def _edited(path: Path, what: str = "its recorded SHA-256") -> str:
+    return (f"{path}: does not match {what} (edited or damaged since it was written, or written before records "
+            f"were sealed); run the stage that produces it again (`veilbench run`) to recompute it")
+
+
+def read_manifest(directory: str | Path) -> dict[str, Any]:
+    """The manifest of the bundle in ``directory`` once :func:`bundle_intact` holds (the arrays are
+    hashed, not loaded); a :class:`ValidationError` naming the file otherwise."""
+    problem = _bundle_problem(Path(directory))
+    if problem is not None:
+        raise ValidationError(problem)
+    return read_json(Path(directory) / MANIFEST)
+
+
+def bundle_intact(directory: str | Path) -> bool:
+    """True when ``directory`` holds a sealed, unedited ``manifest.json`` and an ``arrays.npz`` whose
+    SHA-256 is the one the manifest recorded (False for a truncated, replaced, edited or missing file)."""
+    return _bundle_problem(Path(directory)) is None
 
 
 def write_sealed_json(path: str | Path, obj: Mapping[str, Any]) -> None:
@@ -209,8 +249,22 @@ def read_sealed_json(path: str | Path) -> dict[str, Any] | None:
         record = read_json(path)
     except (OSError, ValueError):
         return None
-    if not isinstance(record, dict) or record.get(SEAL) != _seal({k: v for k, v in record.items() if k != SEAL}):
-        return None
+    return record if sealed(record) else None
+
+
+def read_verified_json(path: str | Path) -> dict[str, Any]:
+    """The record written by :func:`write_sealed_json` at ``path``; a :class:`ValidationError`
+    naming the file when it is missing, unreadable or no longer matches its seal."""
+    path = Path(path)
+    try:
+        record = read_json(path)
+    except FileNotFoundError:
+        raise ValidationError(f"{path}: missing; run the stage that produces it first") from None
+    except (OSError, ValueError) as exc:
+        raise ValidationError(f"{path}: unreadable ({type(exc).__name__}: {exc}); run the stage that produces it "
+                              f"again (`veilbench run`)") from None
+    if not sealed(record):
+        raise ValidationError(_edited(path))
     return record
 
 
@@ -301,11 +355,16 @@ def load_npz(path: str | Path) -> dict[str, np.ndarray]:
 
 
 def read_bundle(directory: str | Path) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    """Load a stage directory written by :func:`write_bundle`; checks shapes against the manifest."""
+    """Load a stage directory written by :func:`write_bundle`: the manifest's seal and the arrays'
+    recorded SHA-256 are checked first (:func:`bundle_intact`; a :class:`ValidationError` naming the
+    file when either fails), then the arrays' shapes against the manifest."""
     directory = Path(directory)
     manifest_path = directory / MANIFEST
     if not manifest_path.is_file():
         raise ValidationError(f"{directory}: missing {MANIFEST}; run the stage that produces it first")
+    problem = _bundle_problem(directory)
+    if problem is not None:
+        raise ValidationError(problem)
     manifest = read_json(manifest_path)
     arrays = load_npz(directory / ARRAYS)
     for alias, name in manifest.get("aliases", {}).items():

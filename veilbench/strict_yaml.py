@@ -11,7 +11,9 @@ and line:
 * anchors, aliases and merge keys (``&a``, ``*a``, ``<<``): a few lines of aliases expand to
   gigabytes (the "billion laughs"), and nothing in a params file needs them;
 * a mapping key that YAML reads as something other than a string, e.g. a dataset named ``no``
-  or ``on`` (YAML 1.1 booleans) or ``1e3`` (a float): the key must be quoted.
+  or ``on`` (YAML 1.1 booleans) or ``1e3`` (a float): the key must be quoted;
+* nesting deeper than :data:`MAX_DEPTH` (``[[[[…]]]]`` 10⁵ levels deep would exhaust the reader's
+  recursion: an internal error instead of a message).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from veilbench.validation import UsageError
 
 #: Default size limit of a configuration file, in bytes.
 MAX_BYTES = 1 << 20
+#: Deepest nesting of mappings and lists accepted (a params file needs about 6 levels).
+MAX_DEPTH = 64
 
 
 class YamlError(UsageError, ValueError):
@@ -39,9 +43,20 @@ class _StrictLoader(yaml.SafeLoader):
     """``yaml.SafeLoader`` without anchors, aliases, duplicate keys or non-string keys."""
 
     source_name = "<yaml>"
+    depth = 0
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         event = self.peek_event()
+        if self.depth >= MAX_DEPTH:
+            raise YamlError(f"{_where(self.source_name, event.start_mark)}: nested more than {MAX_DEPTH} levels deep; "
+                            f"a configuration file needs far fewer")
+        self.depth += 1
+        try:
+            return self._compose_checked(event, parent, index)
+        finally:
+            self.depth -= 1
+
+    def _compose_checked(self, event: Any, parent: Any, index: Any) -> Any:
         if isinstance(event, yaml.AliasEvent):
             raise YamlError(f"{_where(self.source_name, event.start_mark)}: YAML aliases (*{event.anchor}) are not "
                             f"allowed; write the value out")

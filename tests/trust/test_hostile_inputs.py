@@ -99,6 +99,11 @@ def _huge(params: dict) -> bytes:
     return (_dump(params) + "# " + "x" * (1 << 20) + "\n").encode()
 
 
+def _deep_nesting(params: dict) -> bytes:
+    """A value nested 10⁵ lists deep: the YAML reader's recursion, not a message, used to end it."""
+    return (_dump(params) + "deep: " + "[" * 100_000 + "]" * 100_000 + "\n").encode()
+
+
 def _rename_sweep(new: str) -> Callable[[dict], None]:
     def mutate(params: dict) -> None:
         params["sweeps"][new] = params["sweeps"].pop(SWEEP)
@@ -139,6 +144,7 @@ PARAMS_CASES: list[tuple[str, Callable[[dict], bytes], tuple[str, ...]]] = [
     ("frontier-name-escapes-root", _edit(_frontier("../../outside")), ("report.frontiers.0.name", "letters, digits")),
     ("frontier-name-absolute", _edit(_frontier("/tmp/evil")), ("report.frontiers.0.name", "letters, digits")),
     ("experiment-name-with-slash", _edit(_set("tracking.experiment", "a/../b")), ("tracking.experiment", "letters")),
+    ("yaml-nested-100000-deep", _deep_nesting, ("case.yaml", "line", "nested more than 64 levels deep")),
 ]
 
 
@@ -334,3 +340,137 @@ def test_embedding_dim_above_feature_count_leaves_no_failed_run(trust_root: Path
         embed("digits-pca", params_path=case_file, root=trust_root)
     _assert_names(str(err.value), ("embeddings.digits-pca.dim", "(64)", "got 100"))
     assert tree_digest(trust_root) == before
+
+
+# ------------------------------------------------------------------------------------------------
+# the command line against a hostile environment or tampered records: how to damage the populated
+# work folder → the command → its exit status and the fragments its one error line must name
+# ------------------------------------------------------------------------------------------------
+
+
+def _env(key: str, value: str) -> Callable[[Path, pytest.MonkeyPatch], None]:
+    return lambda root, mp: mp.setenv(key, value)
+
+
+def _garbage_store(root: Path, mp: pytest.MonkeyPatch) -> None:
+    (root / "mlflow.db").write_bytes(b"SQLite format 2\0" + bytes(range(256)) * 40)
+
+
+def _data_not_writable(root: Path, mp: pytest.MonkeyPatch) -> None:
+    """``data/`` without write permission, as the operating system would say (this suite may run
+    as root, for whom ``chmod`` changes nothing)."""
+    import os
+
+    real, data = os.access, root / "data"
+    mp.setattr(os, "access", lambda path, mode, **kw: False if Path(path) == data else real(path, mode, **kw))
+
+
+def _edit_cell_metric(root: Path, mp: pytest.MonkeyPatch) -> None:
+    """The careless edit of a cell record: utility 0.129 → 0.988 (the seal left as it was)."""
+    import json
+
+    path = root / "reports" / "sweeps" / SWEEP / "cells" / "default.json"
+    record = json.loads(path.read_text())
+    name = sorted(record["summary"])[0]
+    record["summary"][name]["mean"] = 0.988
+    path.write_text(json.dumps(record, indent=2, sort_keys=True))
+
+
+def _edit_ledger(root: Path, mp: pytest.MonkeyPatch) -> None:
+    import json
+
+    path = root / "data" / "release" / SWEEP / "ledger.json"
+    record = json.loads(path.read_text())
+    record["entries"] = [{"dataset": "digits", "sweep": SWEEP, "cell": "default", "seed": 0, "mechanism": "gaussian",
+                          "epsilon": 0.01, "delta": 1e-5}]
+    path.write_text(json.dumps(record))
+
+
+def _edit_stored_metric(root: Path, mp: pytest.MonkeyPatch) -> None:
+    """An evaluate cell run's metric edited in the MLflow store itself (SQL)."""
+    import sqlite3
+
+    with sqlite3.connect(root / "mlflow.db") as db:
+        run = db.execute("SELECT run_uuid FROM tags WHERE key = 'run_kind' AND value = 'cell' AND run_uuid IN "
+                         "(SELECT run_uuid FROM tags WHERE key = 'stage' AND value = 'evaluate')").fetchone()[0]
+        key = db.execute("SELECT key FROM metrics WHERE run_uuid = ? ORDER BY key LIMIT 1", (run,)).fetchone()[0]
+        db.execute("UPDATE metrics SET value = 0.988 WHERE run_uuid = ? AND key = ?", (run, key))
+        db.execute("UPDATE latest_metrics SET value = 0.988 WHERE run_uuid = ? AND key = ?", (run, key))
+    db.close()
+
+
+EXPERIMENT = trust_params()["tracking"]["experiment"]
+
+#: case → (damage, command, exit status, fragments)
+CLI_DAMAGE_CASES: list[tuple[str, Callable[[Path, pytest.MonkeyPatch], None], list[str], int, tuple[str, ...]]] = [
+    ("cell-threads-not-a-number", _env("VEILBENCH_CELL_THREADS", "abc"), ["run", "--no-dvc"], 2,
+     ("VEILBENCH_CELL_THREADS", "'abc'", "integer")),
+    ("cell-threads-zero", _env("VEILBENCH_CELL_THREADS", "0"), ["run", "--no-dvc"], 2, ("VEILBENCH_CELL_THREADS", "'0'")),
+    ("data-not-writable", _data_not_writable, ["run", "--no-dvc"], 2, ("/data:", "no write permission")),
+    ("mlflow-store-not-a-database-report", _garbage_store, ["report"], 2, ("mlflow.db", "not a usable MLflow store")),
+    ("mlflow-store-not-a-database-compare", _garbage_store, ["compare", "-e", EXPERIMENT], 2,
+     ("mlflow.db", "not a usable MLflow store", "move it aside")),
+    ("edited-cell-record", _edit_cell_metric, ["report"], 2,
+     (f"sweeps/{SWEEP}/cells/default.json", "does not match its recorded SHA-256")),
+    ("edited-privacy-ledger", _edit_ledger, ["report"], 2,
+     (f"release/{SWEEP}/ledger.json", "does not match its recorded SHA-256")),
+    ("edited-metric-in-the-mlflow-store", _edit_stored_metric, ["compare", "-e", EXPERIMENT], 2,
+     ("mlflow.db", "its metrics do not match the SHA-256 recorded")),
+]
+
+
+@pytest.mark.parametrize("case", [c[0] for c in CLI_DAMAGE_CASES])
+def test_damaged_environment_or_records_end_in_one_line_naming_them(case: str, trust_root: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each case: exit status 2, one ``error:`` line naming the file or variable, no traceback, and
+    ``data/``, ``reports/`` and ``mlflow.db`` as the damage left them (nothing shown from a record
+    that fails its check, nothing written half-way)."""
+    from flows.cli import app
+
+    _, damage, args, status, fragments = next(c for c in CLI_DAMAGE_CASES if c[0] == case)
+    monkeypatch.chdir(trust_root)
+    damage(trust_root, monkeypatch)
+    before, outside = tree_digest(trust_root), _outside_digest(trust_root)
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == status, (result.exit_code, result.output[-3000:], result.exception)
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    errors = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "Traceback" not in result.output, result.output[-3000:]
+    _assert_names(result.output, fragments)
+    assert tree_digest(trust_root) == before
+    assert _outside_digest(trust_root) == outside
+
+
+def test_the_damage_cases_control_the_same_commands_succeed(trust_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The undamaged work folder: ``report`` and ``compare`` of the same commands succeed."""
+    from flows.cli import app
+
+    monkeypatch.chdir(trust_root)
+    for args in (["report"], ["compare", "-e", EXPERIMENT]):
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 0, (args, result.output[-3000:], result.exception)
+
+
+@pytest.mark.slow  # SQLite waits for its lock for seconds before it gives up
+def test_a_locked_mlflow_store_is_named(trust_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another process holds ``mlflow.db`` locked (an exclusive transaction): ``veilbench compare``
+    ends with one line naming the store and the lock, exit 2, and changes nothing."""
+    import subprocess
+    import sys
+
+    from flows.cli import app
+
+    monkeypatch.chdir(trust_root)
+    holder = subprocess.Popen([sys.executable, "-c", "import sqlite3, sys, time; db = sqlite3.connect(sys.argv[1], "
+                               "isolation_level=None); db.execute('BEGIN EXCLUSIVE'); print('locked', flush=True); "
+                               "time.sleep(120)", str(trust_root / "mlflow.db")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        before = tree_digest(trust_root, mlflow_store=False)
+        result = CliRunner().invoke(app, ["compare", "-e", EXPERIMENT])
+    finally:
+        holder.kill()
+        holder.wait()
+    assert result.exit_code == 2, (result.exit_code, result.output[-3000:], result.exception)
+    _assert_names(result.output, ("mlflow.db", "locked by another process"))
+    assert tree_digest(trust_root, mlflow_store=False) == before

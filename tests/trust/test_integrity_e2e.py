@@ -4,8 +4,10 @@
   (exit 2); every stage in ``dvc.lock`` names the params its outputs were made from (no manifest
   disagrees with the lock); the stage that was running when the file changed stays stale; the
   next run brings everything up to date.
-* A user data file replaced (same path): the next run recomputes ``prepare`` and everything
-  downstream, with the results of a clean run on the new file.
+* A user data file replaced (same path): ``dvc status`` calls ``prepare`` changed (the file is its
+  DVC dependency, ``data/sources.yaml``); the next run recomputes ``prepare`` and everything
+  downstream, with the results of a clean run on the new file; ``veilbench run
+  --per-stage-processes``, ``dvc repro`` and ``dvc exp run`` prepare the new file too.
 
 The edit lands at a fixed point of the run, not after a sleep: the run is started through a small
 wrapper (:data:`_EDITING_RUN`) whose ``load_params`` edits the file right after the named stage
@@ -271,8 +273,8 @@ def test_a_replaced_user_file_is_recomputed_as_a_clean_run(tmp_path: Path, migra
     assert _stages_run(_veilbench_run(root, env)) == set()  # the control: an unchanged file reruns nothing
 
     np.savez(root / "user" / "mine.npz", **valid_user_arrays(n=72, seed=1))  # same path, other records
+    assert "prepare@mine" in _dvc_stale(root, env), "dvc status sees the replaced file itself"
     out = _veilbench_run(root, env)
-    assert "datasets.mine: its data file changed" in out, out[-3000:]
     assert _stages_run(out) == {"prepare@mine", "embed@mine-pca", f"release@{SWEEP}", f"integrate@{SWEEP}",
                                 f"attack@{SWEEP}", f"evaluate@{SWEEP}", "report"}
     for stage in ("release", "integrate", "attack"):
@@ -291,3 +293,18 @@ def test_a_replaced_user_file_is_recomputed_as_a_clean_run(tmp_path: Path, migra
     monkeypatch.delenv("VEILBENCH_TRACKING_URI", raising=False)
     _clean_run(clean, migrated_mlflow_db)
     assert _results(clean) == after, "a replaced file gives the results of a clean run on the new file"
+
+    # every other way DVC runs the stage sees a replaced file too, and runs it (no stale output restored)
+    from tasks.sources import source_digest
+
+    user_file = root / "user" / "mine.npz"
+    for i, cmd in enumerate(([sys.executable, "-m", "flows.cli", "run", "--per-stage-processes", "--stage", "prepare"],
+                             [sys.executable, "-m", "dvc", "repro", "prepare@mine"],
+                             [sys.executable, "-m", "dvc", "exp", "run", "prepare@mine"]), start=2):
+        np.savez(user_file, **valid_user_arrays(n=60 + 6 * i, seed=i))
+        assert "prepare@mine" in _dvc_stale(root, env), cmd
+        proc = _run(cmd, root, env)
+        assert proc.returncode == 0, (cmd, proc.stdout[-3000:], proc.stderr[-3000:])
+        made_from = _read(root / "data" / "prepare" / "mine" / "manifest.json")["params"]["source_sha256"]
+        assert made_from == source_digest(user_file), f"{cmd}: the prepared output is not made from the new file"
+        assert "prepare@mine" not in _dvc_stale(root, env), cmd

@@ -33,6 +33,9 @@ def test_error_inside_a_stage_reaches_the_user_as_one_line(tmp_path: Path, prefe
     assert "Traceback" not in proc.stderr + proc.stdout, proc.stderr[-3000:]
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "zeros.X" in errors[0] and "constant" in errors[0], proc.stderr[-3000:]
+    output = proc.stdout + proc.stderr  # the error once (not again as Prefect's task and flow failures),
+    assert output.count("every feature is constant") == 1, output[-3000:]  # and no client noise after it
+    assert not [n for n in ("Error logging to API", "EventsWorker", "| ERROR") if n in output], output[-3000:]
     assert not (root / "dvc.lock").exists() and not (root / "data" / "prepare" / "mine").exists()
     assert not _processes_of(root)
     debug = subprocess.run([sys.executable, "-m", "flows.cli", "--debug", "run"], cwd=root,

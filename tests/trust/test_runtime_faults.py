@@ -47,6 +47,19 @@ def _garbage(path: Path) -> None:
     path.write_text("{not json")
 
 
+def _edit_manifest_epsilon(path: Path) -> None:
+    """The careless edit of a release manifest: ε 1 → 99 (the arrays and the seal left as they were)."""
+    manifest = json.loads(path.read_text())
+    manifest["params"]["family_params"]["epsilon"] = 99.0
+    path.write_text(json.dumps(manifest, indent=2, sort_keys=True))
+
+
+def _drop_seal(path: Path) -> None:
+    manifest = json.loads(path.read_text())
+    del manifest["sha256"]
+    path.write_text(json.dumps(manifest, indent=2, sort_keys=True))
+
+
 def _release(root: Path) -> Path:
     return root / "data" / "release" / SWEEP / CELL
 
@@ -61,6 +74,8 @@ FAULTS: list[tuple[str, str, Callable[[Path], Path], Callable[[Path], None]]] = 
     ("bit-flip-in-release-arrays", "release", lambda r: _release(r) / "arrays.npz", _flip_last_byte),
     ("unreadable-release-manifest", "release", lambda r: _release(r) / "manifest.json", _garbage),
     ("missing-release-arrays", "release", lambda r: _release(r) / "arrays.npz", lambda p: p.unlink()),
+    ("hand-edited-release-manifest", "release", lambda r: _release(r) / "manifest.json", _edit_manifest_epsilon),
+    ("release-manifest-without-its-seal", "release", lambda r: _release(r) / "manifest.json", _drop_seal),
     ("truncated-evaluate-json", "evaluate", _evaluate, _truncate),
     ("hand-edited-evaluate-metric", "evaluate", _evaluate, _edit_metric),
 ]
@@ -120,7 +135,22 @@ def _project(tmp_path: Path, params: dict, prefect_db: Path | None = None,
 
 def _processes_of(root: Path) -> list[int]:
     """Processes whose environment names ``root``'s Prefect home (the run's server and watchdog)."""
-    marker = f"PREFECT_HOME={root / '.prefect'}".encode()
+    return _processes_with(f"PREFECT_HOME={root / '.prefect'}")
+
+
+def _gone(find: Callable[[], list[int]], seconds: float) -> bool:
+    """Wait up to ``seconds`` for ``find()`` (a process search) to come back empty; True when it did."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while find() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return not find()
+
+
+def _processes_with(entry: str) -> list[int]:
+    """Processes whose environment holds ``entry`` (``NAME=value``)."""
+    marker = entry.encode()
     found = []
     for p in Path("/proc").iterdir():
         if p.name.isdigit():
@@ -179,8 +209,12 @@ def test_the_boundary_classifies_errors(exc: BaseException, code: int, fragment:
     assert classify(ValidationError("a\n" * 100))[1].count("\n") <= 13, "long messages are cut"
 
 
-def test_user_errors_are_not_retried_by_prefect() -> None:
-    from tasks.common import _retry_unless_user_error
+def test_only_transient_errors_are_retried_by_prefect() -> None:
+    """A user error or a bug fails the same way again: not retried (every failing cell used to run
+    twice); a timeout or a locked SQLite store is."""
+    import sqlite3
+
+    from tasks.common import _retry_transient
     from veilbench.validation import ValidationError
 
     class State:
@@ -190,22 +224,69 @@ def test_user_errors_are_not_retried_by_prefect() -> None:
         def result(self, raise_on_failure: bool = True) -> BaseException:
             return self.exc
 
-    assert not _retry_unless_user_error(None, None, State(ValidationError("X: bad")))
-    assert _retry_unless_user_error(None, None, State(OSError("disk")))
+    for deterministic in (ValidationError("X: bad"), ValueError("a bug"), PermissionError(13, "denied"), KeyError("k")):
+        assert not _retry_transient(None, None, State(deterministic)), deterministic
+    for passing in (TimeoutError("slow"), ConnectionResetError("reset"), sqlite3.OperationalError("database is locked")):
+        assert _retry_transient(None, None, State(passing)), passing
 
 
-def test_a_replaced_user_file_invalidates_its_prepared_output(trust_root: Path) -> None:
-    """The user's ``user/mine.npz`` replaced after a run: its prepare output is removed (DVC then
-    rebuilds it); the unchanged file and the built-in dataset leave their outputs alone."""
-    from tasks.sources import invalidate_replaced_sources
+def test_sources_file_names_each_data_sets_file_and_prepare_checks_it(trust_root: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """``data/sources.yaml`` (dvc.yaml's vars) names the user file of ``mine`` (relative: it lies
+    under the root) and the loader registry for the built-in ``digits``; a prepare stage run by DVC
+    whose data set's entry names another file refuses, changing nothing, until the file is rewritten."""
+    import yaml
+
+    from tasks.prepare import prepare
+    from tasks.sources import BUILTIN_SOURCE, SOURCES_FILE, write_sources
     from tests.trust.conftest import valid_user_arrays
+    from veilbench.validation import UsageError
 
-    assert invalidate_replaced_sources(trust_root) == []  # the control: nothing changed
-    assert (trust_root / "data" / "prepare" / "mine").is_dir()
-    np.savez(trust_root / "user" / "mine.npz", **valid_user_arrays(seed=1))
-    assert invalidate_replaced_sources(trust_root) == ["mine"]
-    assert not (trust_root / "data" / "prepare" / "mine").exists()
-    assert (trust_root / "data" / "prepare" / "digits" / "manifest.json").is_file()
+    assert write_sources(trust_root) and not write_sources(trust_root)  # written once, then up to date
+    entries = yaml.safe_load((trust_root / SOURCES_FILE).read_text())["datasets"]
+    assert entries == {"digits": {"source_file": BUILTIN_SOURCE}, "mine": {"source_file": "user/mine.npz"}}
+    params = trust_root / "params.yaml"
+    params.write_text(params.read_text().replace("user/mine.npz", "user/other.npz"))
+    np.savez(trust_root / "user" / "other.npz", **valid_user_arrays(seed=3))
+    monkeypatch.setenv("DVC_ROOT", str(trust_root))  # as DVC runs a stage
+    before = {p: p.read_bytes() for p in (trust_root / "data" / "prepare").rglob("*") if p.is_file()}
+    with pytest.raises(UsageError, match=r"sources.yaml: names 'user/mine.npz' as the file of datasets.mine, but "
+                                         r"params.yaml reads 'user/other.npz'; run `python -m tasks.sources --write`"):
+        prepare("mine", root=trust_root)
+    assert {p: p.read_bytes() for p in (trust_root / "data" / "prepare").rglob("*") if p.is_file()} == before
+    assert write_sources(trust_root)
+    assert (prepare("mine", root=trust_root) / "manifest.json").is_file()
+
+
+def test_dvc_gives_each_prepare_stage_its_data_sets_file(tmp_path: Path) -> None:
+    """The DVC behaviour ``data/sources.yaml`` relies on (dvc is pinned; re-check on an upgrade):
+    the ``datasets`` mapping of a ``vars`` file is merged into that of ``params.yaml``, so
+    ``${item.source_file}`` resolves for every ``prepare@<name>``, which then depends on that file."""
+    import shutil
+
+    from dvc.repo import Repo
+
+    from tasks.sources import BUILTIN_SOURCE, write_sources
+    from tests.trust.conftest import trust_params, with_user_path, write_params
+
+    root = tmp_path / "project"
+    root.mkdir()
+    shutil.copy(Path(__file__).resolve().parents[2] / "dvc.yaml", root / "dvc.yaml")
+    write_params(root / "params.yaml", with_user_path(trust_params(), root, "user/mine.npz"))
+    write_sources(root)
+    Repo.init(str(root), no_scm=True).close()
+    with Repo(str(root)) as repo:
+        deps = {stage.name: [d.def_path for d in stage.deps] for stage in repo.index.stages}
+    assert "user/mine.npz" in deps["prepare@mine"] and BUILTIN_SOURCE not in deps["prepare@mine"], deps["prepare@mine"]
+    assert BUILTIN_SOURCE in deps["prepare@digits"], deps["prepare@digits"]
+
+
+def test_the_repositorys_sources_file_is_up_to_date() -> None:
+    """The committed ``data/sources.yaml`` is the one ``params.yaml`` gives (``python -m tasks.sources``)."""
+    repo = Path(__file__).resolve().parents[2]
+    proc = subprocess.run([sys.executable, "-m", "tasks.sources"], cwd=repo, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "VEILBENCH_ROOT": str(repo), "PYTHONPATH": str(repo)})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def test_params_edited_mid_run_stop_the_next_stage(trust_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
