@@ -4,7 +4,6 @@ come from dp_accounting's PLDs and the RDP accountant, built here."""
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from pathlib import Path
@@ -100,7 +99,9 @@ def test_ledger_section_shows_adjacency_record_level_and_rdp_in_eight_columns(re
 
     root = release_dir.parents[2]
     (root / "params.yaml").write_text((REPO / "params.yaml").read_text())
-    (release_dir / "ledger.json").write_text(json.dumps(_entries(release_dir)))  # as finish_stage writes it
+    from veilbench.io import write_sealed_json
+
+    write_sealed_json(release_dir / "ledger.json", {"entries": _entries(release_dir)})  # as finish_stage writes it
     lines, rows, _ = ledger_section(load_params(None, root), root)
     table = [ln for ln in "\n".join(lines).splitlines() if ln.startswith("|")]
     cells = [[c.strip() for c in ln.strip("|").split("|")] for ln in table]
