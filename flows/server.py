@@ -129,7 +129,7 @@ def configured_server() -> str | None:
     if os.environ.get("PREFECT_API_URL"):
         return os.environ["PREFECT_API_URL"]
     for url in (_profile_api_url(), DEFAULT_API_URL):
-        if url and _healthy(url, timeout=0.3):
+        if url and _healthy(url, timeout=1.0):  # a loaded machine may take a moment to answer
             return url
     return None
 
@@ -327,14 +327,6 @@ os.killpg(os.getpgrp(), signal.SIGKILL)
 """
 
 
-def _answers(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/health", timeout=2) as resp:
-            return resp.status == 200
-    except OSError:
-        return False
-
-
 def shared_prefect_server(home: Path, host: str = "127.0.0.1", timeout: float = 180.0) -> str:
     """The API URL of the shared Prefect server whose home (database, log) is ``home`` (a project's
     ``.prefect``): the running one, or one started here (detached, under a keeper process that stops
@@ -353,7 +345,7 @@ def shared_prefect_server(home: Path, host: str = "127.0.0.1", timeout: float = 
             url = json.loads(info.read_text())["url"] if info.is_file() else None
         except (OSError, ValueError, KeyError):
             url = None
-        if url is None or not _answers(url):
+        if url is None or not _healthy(url, timeout=2):
             url = _start_shared(home, host, timeout)
             info.write_text(json.dumps({"url": url}))
         (users / str(os.getpid())).touch()  # a user until this process is gone
@@ -374,7 +366,7 @@ def _start_shared(home: Path, host: str, timeout: float) -> str:
              idle, sys.executable, "-m", "prefect", "server", "start", "--host", host, "--port", str(port)],
             env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + timeout
-    while not _answers(url):
+    while not _healthy(url, timeout=2):
         if proc.poll() is not None or time.monotonic() > deadline:
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)

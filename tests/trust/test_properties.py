@@ -108,8 +108,14 @@ def test_load_npz_returns_numeric_arrays_or_validation_error(arrays, corruption,
 
 def _meets_contract(X: np.ndarray, y: np.ndarray) -> bool:
     """The documented contract of a user ``.npz``: numeric X with ≥ 2 rows, ≥ 2-d (images are
-    flattened), finite; integer (or whole float) labels, one per row, at least two classes."""
+    flattened), finite, within ±``MAX_ABS_FEATURE`` and not constant across rows; integer (or whole
+    float) labels, one per row, at least two classes."""
+    from veilbench.datasets.registry import MAX_ABS_FEATURE
+
     if X.dtype.kind not in "biuf" or X.ndim < 2 or X.shape[0] < 2 or not np.all(np.isfinite(X.astype(np.float64))):
+        return False
+    flat = X.reshape(X.shape[0], -1).astype(np.float64)
+    if flat.shape[1] == 0 or np.abs(flat).max() > MAX_ABS_FEATURE or np.all(flat == flat[0]):
         return False
     if y.ndim != 1 or y.shape[0] != X.shape[0] or y.dtype.kind not in "biuf":
         return False
