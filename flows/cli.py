@@ -3,6 +3,7 @@
     veilbench run                 # validate params.yaml, one local Prefect server, reproduce stale
                                   # DVC stages in this process (dvc.lock as after `dvc repro`)
     veilbench run --stage release # only one stage (and what it needs)
+    veilbench run --sweep NAME    # only one sweep's stages (and what they need); repeat for more
     veilbench run --per-stage-processes  # plain `dvc repro` (one process per stage)
     veilbench run --no-dvc        # the whole pipeline as one Prefect flow, no DVC bookkeeping
     veilbench validate            # check params.yaml and exit
@@ -71,6 +72,8 @@ def validate(params: Path = typer.Option(None, help="path to params.yaml (defaul
 @app.command()
 def run(
     stage: str = typer.Option(None, help=f"run only this stage (one of {', '.join(STAGES)}) and what it depends on"),
+    sweep: list[str] = typer.Option(None, "--sweep", help="run only this sweep's stages and what they need; repeat "
+                                    "for more (with DVC the report is not rebuilt: `veilbench report`)"),
     per_stage_processes: bool = typer.Option(
         False, "--per-stage-processes", help="plain `dvc repro`: one process per stage (slower, same results)"),
     no_dvc: bool = typer.Option(False, "--no-dvc", help="run all stages as one Prefect flow without DVC bookkeeping"),
@@ -87,10 +90,12 @@ def run(
     (stages, cells computed/reused, elapsed, ETA), one line per finished stage otherwise; library
     warnings go to reports/run.log (counted on screen); Ctrl-C stops within a few seconds."""
     _check_run_options(stage, params, no_dvc, workers, dask_address)
+    sweeps = list(sweep or [])
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")  # flow/task INFO lines would drown the progress
     os.environ.setdefault("TQDM_DISABLE", "1")  # libraries' own bars (model weights loading) likewise
     root = _root()
     _prepare_run(root, params, no_dvc)
+    _check_sweeps(sweeps, params, stage)
     from flows.interrupt import Interrupt
     from tasks.progress import captured_warnings
 
@@ -100,7 +105,7 @@ def run(
     try:
         with interrupt.installed(), captured_warnings(log_path) as wlog:
             code = _run_pipeline(root, stage, per_stage_processes, no_dvc, force, params, interrupt, wlog, shown,
-                                 workers, dask_address)
+                                 workers, dask_address, sweeps)
     except KeyboardInterrupt:
         console.print("interrupted: finished cells are kept; the next `veilbench run` reuses them")
         # Worker threads may still be inside a cell; their outputs go to temporaries, so the
@@ -132,6 +137,41 @@ def _check_run_options(stage: str | None, params: Path | None, no_dvc: bool, wor
         raise typer.Exit(2)
 
 
+def _check_sweeps(sweeps: list[str], params: Path | None, stage: str | None) -> None:
+    """Exit 2 with one line when a ``--sweep`` is not a sweep of the params file, or ``--stage``
+    names a stage that belongs to no sweep (prepare, embed, report)."""
+    if not sweeps:
+        return
+    from tasks.common import load_params
+    from tasks.paths import CELL_STAGES
+
+    known = load_params(params).sweeps
+    unknown = [s for s in sweeps if s not in known]
+    problem = None
+    if unknown:
+        problem = f"--sweep: {unknown} not in the params file's sweeps ({', '.join(sorted(known))})"
+    elif stage is not None and stage not in CELL_STAGES:
+        problem = f"--stage {stage} with --sweep: must be one of the sweep stages {list(CELL_STAGES)}"
+    if problem is not None:
+        console.print(f"[red]error:[/red] {escape(problem)}")
+        raise typer.Exit(2)
+
+
+def sweep_targets(sweeps: list[str], stage: str | None) -> list[str] | None:
+    """DVC targets of ``veilbench run``: ``<stage>@<sweep>`` per sweep (``evaluate`` without
+    ``--stage``; DVC adds what they need), else ``[stage]``, else None (the whole pipeline)."""
+    if sweeps:
+        return [f"{stage or 'evaluate'}@{s}" for s in sweeps]
+    return [stage] if stage else None
+
+
+def benchmark_command(params: Path | None, workers: int, dask_address: str | None, sweeps: list[str]) -> list[str]:
+    """The ``python -m flows.benchmark`` command line of ``veilbench run --no-dvc``."""
+    cmd = [sys.executable, "-m", "flows.benchmark"] + (["--params", str(params)] if params else [])
+    cmd += (["--workers", str(workers)] if workers > 1 else []) + (["--dask-address", dask_address] if dask_address else [])
+    return cmd + [arg for s in sweeps for arg in ("--sweep", s)]
+
+
 def _prepare_run(root: Path, params: Path | None, no_dvc: bool) -> None:
     """Before anything starts: a DVC project (unless ``no_dvc``), valid params, the params snapshot
     every stage checks, and prepared outputs of replaced user data files removed (so DVC reruns them)."""
@@ -153,7 +193,7 @@ def _prepare_run(root: Path, params: Path | None, no_dvc: bool) -> None:
 
 def _run_pipeline(root: Path, stage: str | None, per_stage_processes: bool, no_dvc: bool, force: bool,
                   params: Path | None, interrupt: object, wlog: object, shown: dict[str, object],
-                  workers: int = 1, dask_address: str | None = None) -> int:
+                  workers: int = 1, dask_address: str | None = None, sweeps: list[str] | None = None) -> int:
     """The body of ``run`` inside its Ctrl-C and warning handling; returns the exit status."""
     from flows.server import booting_prefect_server
 
@@ -178,7 +218,7 @@ def _run_pipeline(root: Path, stage: str | None, per_stage_processes: bool, no_d
                 open_store(root)
                 server.wait_until_ready()
 
-            executed = reproduce_in_process(root, [stage] if stage else None, force, before_execute=before_execute,
+            executed = reproduce_in_process(root, sweep_targets(sweeps or [], stage), force, before_execute=before_execute,
                                             progress=display, interrupt=interrupt)
             if not executed:
                 console.print("0 stage(s) ran (all up to date)")
@@ -186,11 +226,9 @@ def _run_pipeline(root: Path, stage: str | None, per_stage_processes: bool, no_d
         url = server.wait_until_ready()
         console.print(f"Prefect API: {url}")
         if no_dvc:
-            cmd = [sys.executable, "-m", "flows.benchmark"] + (["--params", str(params)] if params else [])
-            cmd += (["--workers", str(workers)] if workers > 1 else []) + (
-                ["--dask-address", dask_address] if dask_address else [])
+            cmd = benchmark_command(params, workers, dask_address, sweeps or [])
         else:
-            cmd = [sys.executable, "-m", "dvc", "repro"] + (["--force"] if force else []) + ([stage] if stage else [])
+            cmd = [sys.executable, "-m", "dvc", "repro"] + (["--force"] if force else []) + (sweep_targets(sweeps or [], stage) or [])
         # dvc.yaml commands call `python`: make it this interpreter (the project venv).
         path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
         return subprocess.call(cmd, cwd=root, env={**os.environ, "PREFECT_API_URL": url, "PATH": path})
