@@ -88,14 +88,19 @@ data:
 	else echo "make data: installing Debian's dataset-fashion-mnist needs root (run: sudo apt-get install dataset-fashion-mnist)," \
 	  "or put the four Fashion-MNIST IDX files (train-images-idx3-ubyte.gz, ...) in data/raw/fashion_mnist/" >&2; exit 1; fi
 
-# The papers' settings on real data (params.paper.yaml) into runs/paper/; hours on 2 cores.
-# DASK_ADDRESS=tcp://host:8786 sends the cells to an existing Dask cluster; WORKERS=N a local one.
+# The papers' settings on real data (params.paper.yaml) into runs/paper/, one sweep at a time, each
+# sweep's CPU hours into runs/paper/cpu.json (tasks/paper_reproduce.py); hours on 2 cores. A rerun
+# continues where an interrupted one stopped (finished cells are reused). FAMILIES="dc anchornoise"
+# or SWEEPS="paper-dc-fmnist-rq4 …" select sweeps (default: all); WORKERS=N local Dask processes;
+# DASK_ADDRESS=tcp://host:8786 sends the cells to an existing Dask cluster.
 WORKERS ?= 2
 DASK_ADDRESS ?=
+FAMILIES ?=
+SWEEPS ?=
 reproduce: $(STAMP) data
-	mkdir -p runs/paper
-	VEILBENCH_ROOT=$(CURDIR)/runs/paper $(BIN)/veilbench run --no-dvc --params $(CURDIR)/params.paper.yaml \
-	  --workers $(WORKERS) $(if $(DASK_ADDRESS),--dask-address $(DASK_ADDRESS))
+	$(BIN)/python -m tasks.paper_reproduce --params params.paper.yaml --root runs/paper --workers $(WORKERS) \
+	  $(foreach f,$(FAMILIES),--family $(f)) $(foreach s,$(SWEEPS),--sweep $(s)) \
+	  $(if $(DASK_ADDRESS),--dask-address $(DASK_ADDRESS))
 
 # Benchmarks write JSON to reports/bench/. Full sizes take hours on 2 cores; bench-quick takes minutes.
 bench: $(STAMP)

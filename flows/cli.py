@@ -5,6 +5,7 @@
     veilbench run --stage release # only one stage (and what it needs); release@<sweep>: one instance
     veilbench run --dry-run       # list the stale stages and the cells each would compute; run nothing
     veilbench dag                 # the stage graph, one short line per sweep
+    veilbench run --sweep NAME    # only one sweep's stages (and what they need); repeat for more
     veilbench run --per-stage-processes  # plain `dvc repro` (one process per stage)
     veilbench run --no-dvc        # the whole pipeline as one Prefect flow, no DVC bookkeeping
     veilbench validate            # check params.yaml and exit
@@ -92,6 +93,8 @@ def run(
                                          f"release@<sweep>, embed@<embedding>) and what it depends on"),
     dry_run: bool = typer.Option(False, "--dry-run", help="list the stale stages and the cells each would compute; "
                                                           "run and write nothing"),
+    sweep: list[str] = typer.Option(None, "--sweep", help="run only this sweep's stages and what they need; repeat "
+                                    "for more (with DVC the report is not rebuilt: `veilbench report`)"),
     per_stage_processes: bool = typer.Option(
         False, "--per-stage-processes", help="plain `dvc repro`: one process per stage (slower, same results)"),
     no_dvc: bool = typer.Option(False, "--no-dvc", help="run all stages as one Prefect flow without DVC bookkeeping"),
@@ -108,13 +111,15 @@ def run(
     (stages, cells computed/reused, elapsed, ETA), one line per finished stage otherwise; library
     warnings go to reports/run.log (counted on screen); Ctrl-C stops within a few seconds."""
     _check_run_options(stage, params, no_dvc, workers, dask_address, dry_run, per_stage_processes)
+    sweeps = list(sweep or [])
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")  # flow/task INFO lines would drown the progress
     os.environ.setdefault("TQDM_DISABLE", "1")  # libraries' own bars (model weights loading) likewise
     root = _root()
     _prepare_run(root, params, no_dvc, writes=not dry_run)
     _check_stage_key(stage)
+    _check_sweeps(sweeps, params, stage)
     if dry_run:
-        _dry_run(root, stage, force)
+        _dry_run(root, sweep_targets(sweeps, stage), force)
         return
     from flows.interrupt import Interrupt, end_run
     from flows.server import PrefectServerDied
@@ -126,7 +131,7 @@ def run(
     try:
         with interrupt.installed(), captured_warnings(log_path) as wlog:
             code = _run_pipeline(root, stage, per_stage_processes, no_dvc, force, params, interrupt, wlog, shown,
-                                 workers, dask_address)
+                                 workers, dask_address, sweeps)
     except (KeyboardInterrupt, PrefectServerDied) as exc:  # Ctrl-C, SIGTERM, or the server died
         end_run(interrupt, exc, "interrupted: finished cells are kept; the next `veilbench run` reuses them")
     if wlog.count:
@@ -186,14 +191,14 @@ def _check_stage_key(stage: str | None) -> None:
         raise typer.Exit(2)
 
 
-def _dry_run(root: Path, stage: str | None, force: bool) -> None:
+def _dry_run(root: Path, targets: list[str] | None, force: bool) -> None:
     """Print what ``run`` would do now: the stale stages (DVC's plan) and, for each cell stage whose
     inputs are already up to date, the cells it would compute (the others it reuses)."""
     from flows.pipeline import plan
     from tasks.paths import CELL_STAGES
     from tasks.sweep import cells_to_compute, sweep_cells
 
-    needs = plan(root, [stage] if stage else None, force)
+    needs = plan(root, targets, force)
     if not needs:
         console.print("dry run: 0 stage(s) would run (all up to date)")
         return
@@ -212,6 +217,34 @@ def _dry_run(root: Path, stage: str | None, force: bool) -> None:
             line = (f"  {address}: {len(todo)} of {len(cells)} cell(s) to compute"
                     + (f" ({shown})" if todo else "; the others are reused"))
         console.print(line, highlight=False, markup=False)
+
+
+def _check_sweeps(sweeps: list[str], params: Path | None, stage: str | None) -> None:
+    """Exit 2 with one line when a ``--sweep`` is not a sweep of the params file, or ``--stage``
+    names a stage that belongs to no sweep (prepare, embed, report)."""
+    if not sweeps:
+        return
+    from tasks.common import load_params
+    from tasks.paths import CELL_STAGES
+
+    known = load_params(params).sweeps
+    unknown = [s for s in sweeps if s not in known]
+    problem = None
+    if unknown:
+        problem = f"--sweep: {unknown} not in the params file's sweeps ({', '.join(sorted(known))})"
+    elif stage is not None and stage not in CELL_STAGES:
+        problem = f"--stage {stage} with --sweep: must be one of the sweep stages {list(CELL_STAGES)}"
+    if problem is not None:
+        console.print(f"[red]error:[/red] {escape(problem)}")
+        raise typer.Exit(2)
+
+
+def sweep_targets(sweeps: list[str], stage: str | None) -> list[str] | None:
+    """DVC targets of ``veilbench run``: ``<stage>@<sweep>`` per sweep (``evaluate`` without
+    ``--stage``; DVC adds what they need), else ``[stage]``, else None (the whole pipeline)."""
+    if sweeps:
+        return [f"{stage or 'evaluate'}@{s}" for s in sweeps]
+    return [stage] if stage else None
 
 
 def _prepare_run(root: Path, params: Path | None, no_dvc: bool, writes: bool = True) -> None:
@@ -238,7 +271,7 @@ def _prepare_run(root: Path, params: Path | None, no_dvc: bool, writes: bool = T
 
 def _run_pipeline(root: Path, stage: str | None, per_stage_processes: bool, no_dvc: bool, force: bool,
                   params: Path | None, interrupt: object, wlog: object, shown: dict[str, object],
-                  workers: int = 1, dask_address: str | None = None) -> int:
+                  workers: int = 1, dask_address: str | None = None, sweeps: list[str] | None = None) -> int:
     """The body of ``run`` inside its Ctrl-C and warning handling; returns the exit status."""
     from flows.interrupt import run_child
     from flows.server import booting_prefect_server
@@ -265,7 +298,7 @@ def _run_pipeline(root: Path, stage: str | None, per_stage_processes: bool, no_d
                 open_store(root)
                 server.wait_until_ready()
 
-            executed = reproduce_in_process(root, [stage] if stage else None, force, before_execute=before_execute,
+            executed = reproduce_in_process(root, sweep_targets(sweeps or [], stage), force, before_execute=before_execute,
                                             progress=display, interrupt=interrupt)
             if not executed:
                 console.print("0 stage(s) ran (all up to date)")
@@ -281,10 +314,10 @@ def _run_pipeline(root: Path, stage: str | None, per_stage_processes: bool, no_d
                 out.mkdir(parents=True, exist_ok=True)
                 console.print(f"outputs in {out}")
             open_store(out)
-            _, shown["progress"] = run_with_progress(str(params.resolve()) if params else None, None, workers,
+            _, shown["progress"] = run_with_progress(str(params.resolve()) if params else None, sweeps or None, workers,
                                                      dask_address, out, warnings_count=lambda: wlog.count)
             return 0
-        cmd = [sys.executable, "-m", "dvc", "repro"] + (["--force"] if force else []) + ([stage] if stage else [])
+        cmd = [sys.executable, "-m", "dvc", "repro"] + (["--force"] if force else []) + (sweep_targets(sweeps or [], stage) or [])
         # dvc.yaml commands call `python`: make it this interpreter (the project venv).
         path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
         env = {**os.environ, "PREFECT_API_URL": url, "PATH": path}

@@ -36,6 +36,8 @@ from tasks.codedeps import code_digest
 from tasks.common import load_params
 from tasks.paths import CELL_STAGES, checkpoint_dir, embed_dir, prepare_dir, repo_root, sweep_dir, sweep_report_dir
 from tasks.progress import progress
+from tasks.stage_reads import StageReads, key_options, stage_reads, stage_view
+from tasks.store import key_lock, lookup, materialize, put, store_dir
 from tasks.tracking import (close_parent_run, computed_run_id, fail_interrupted_runs, fail_parent_run, log_cell_metrics,
                             open_parent_run, params_file_tags, parent_run_id, per_seed_csv, stage_run)
 from veilbench.config import Config, SweepConfig
@@ -165,6 +167,8 @@ def begin_stage(stage: str, sweep: str, params_path: str | Path | None = None, r
 def run_cell(stage: str, sweep: str, cell: str, params_path: str | Path | None = None, root: Path | None = None) -> str:
     """Run ``stage`` for one cell of ``sweep`` (all its seeds) unless its input key is unchanged.
 
+    The key covers what the stage reads (:mod:`tasks.stage_reads`); a key computed before, by any
+    cell of any sweep or params file sharing the store, is reused from it (:mod:`tasks.store`).
     Returns ``"computed"`` or ``"reused"``. Cells are independent, so a flow may run them in parallel.
     """
     ctx = _context(stage, sweep, params_path, root)
@@ -174,7 +178,7 @@ def run_cell(stage: str, sweep: str, cell: str, params_path: str | Path | None =
     ecfg = ctx.cfg.embeddings[scfg.embedding]
     options = ctx.cells[cell]
     fparams = ctx.family.Params(**options)
-    base_dirs, in_dirs, input_key, existing = _cell_key(ctx, cell, fparams)
+    reads, read_dirs, input_key, existing = _cell_key(ctx, cell, fparams)
     params = {"sweep": sweep, "cell": cell, "family": scfg.family, "embedding": scfg.embedding,
               "seeds": scfg.seeds, "family_params": fparams.model_dump(), "embedding_config": ecfg.model_dump()}
     tags = {"sweep": sweep, "cell": cell, "family": scfg.family, "dataset": ecfg.dataset,
@@ -183,19 +187,43 @@ def run_cell(stage: str, sweep: str, cell: str, params_path: str | Path | None =
     experiment = ctx.cfg.tracking.experiment
     parent = parent_run_id(experiment, stage, sweep, root)
     stored = _reusable_record(stage, existing, input_key)
-    if stored is not None:  # reused: the record gets a run re-logged from the stored metrics
-        source = computed_run_id(experiment, stage, sweep, cell, input_key, root)
-        with stage_run(experiment, stage, params, {**tags, "reused": "true", **({"reused_from": source} if source else {})},
-                       root, fail_stale=False, parent_run_id=parent) as run:
-            per_seed = {int(s): m for s, m in stored.get("per_seed", {}).items()}
-            log_cell_metrics(run, stored.get("summary") or summarise(per_seed), per_seed)
-            run.log_artifact(str(existing))
+    if stored is None:  # computed here, or by another cell with this key (kept in the store)
+        store = store_dir(root)
+        output = existing if stage == "evaluate" else existing.parent
+        side = timings_path(root, stage, sweep, cell) if stage == "evaluate" else None
+        with key_lock(store, stage, input_key):
+            entry = lookup(store, stage, input_key)
+            if entry is None:
+                _compute_cell(ctx, cell, fparams, reads, read_dirs, existing, params, tags, parent)
+                put(store, stage, input_key, output, side)
+                return "computed"
+            identity = {"sweep": sweep, "cell": cell, "params": params}
             if stage == "evaluate":
-                run.log_text(per_seed_csv(per_seed), "tables/per_seed.csv")
-        return "reused"
-    base = {k: read_bundle(d)[0] for k, d in base_dirs.items()}
-    earlier = {s: read_bundle(d)[0] for s, d in in_dirs.items()}
+                identity.update(dataset=ecfg.dataset, method=tags["method"])
+            stored = materialize(entry, stage, output, identity, side)
+    # reused: the record gets a run re-logged from the stored metrics
+    source = computed_run_id(experiment, stage, sweep, cell, input_key, root)
+    with stage_run(experiment, stage, params, {**tags, "reused": "true", **({"reused_from": source} if source else {})},
+                   root, fail_stale=False, parent_run_id=parent) as run:
+        per_seed = {int(s): m for s, m in stored.get("per_seed", {}).items()}
+        log_cell_metrics(run, stored.get("summary") or summarise(per_seed), per_seed)
+        run.log_artifact(str(existing))
+        if stage == "evaluate":
+            run.log_text(per_seed_csv(per_seed), "tables/per_seed.csv")
+    return "reused"
+
+
+def _compute_cell(ctx: _StageContext, cell: str, fparams: Any, reads: StageReads, read_dirs: dict[str, Path],
+                  existing: Path, params: dict[str, Any], tags: dict[str, str], parent: str | None) -> None:
+    """Compute one cell's stage for every seed and write its output (:func:`run_cell`): the stage
+    sees only the inputs and options its family declares for it (:func:`tasks.stage_reads.stage_view`)."""
+    stage, sweep, root, scfg = ctx.stage, ctx.sweep, ctx.root, ctx.scfg
+    ecfg = ctx.cfg.embeddings[scfg.embedding]
+    experiment, input_key = ctx.cfg.tracking.experiment, tags["input_key"]
+    base = {k: read_bundle(d)[0] for k, d in read_dirs.items() if k not in CELL_STAGES}
+    earlier = {s: read_bundle(d)[0] for s, d in read_dirs.items() if s in CELL_STAGES}
     stage_fn = getattr(ctx.family, stage)
+    where = f"{scfg.family}.{stage}"
     with stage_run(experiment, stage, params, tags, root, fail_stale=False, parent_run_id=parent) as run:  # begin_stage did
         arrays: dict[str, np.ndarray] = {}
         per_seed: dict[int, dict[str, float]] = {}
@@ -210,7 +238,7 @@ def run_cell(stage: str, sweep: str, cell: str, params_path: str | Path | None =
             # a long stage saves its state after every round under this input key: a killed run resumes
             extra = {"checkpoints": RoundCheckpoints(checkpoint_dir(root, stage, sweep, cell) / input_key[:16]
                                                      / f"seed{seed}")} if resumable else {}
-            result = stage_fn(inputs, fparams, seed, **extra)
+            result = stage_fn(*stage_view(inputs, fparams, reads, where), seed, **extra)
             if stage == "evaluate":  # the cross-family view: one attack and one utility for every family
                 xfam = {k: v for s in CELL_STAGES[:-1] for k, v in inputs.get(s, {}).items() if k.startswith("xfam_")}
                 result.metrics.update(crossfamily_metrics(xfam, seed))
@@ -238,27 +266,28 @@ def run_cell(stage: str, sweep: str, cell: str, params_path: str | Path | None =
         log_cell_metrics(run, summary, per_seed)
         if any(measured.values()):  # as metrics too (the cell's total seconds stay in the artifact only,
             log_cell_metrics(run, summarise(measured), measured)  # out of `veilbench compare`'s columns)
-    return "computed"
 
 
-def _cell_key(ctx: _StageContext, cell: str, fparams: Any) -> tuple[dict[str, Path], dict[str, Path], str, Path]:
-    """(base input folders, earlier stages' folders, the cell's input key, where its record is) of
-    ``cell``: the key is the SHA-256 of its options, seeds, code and the digests of its inputs."""
+def _cell_key(ctx: _StageContext, cell: str, fparams: Any) -> tuple[StageReads, dict[str, Path], str, Path]:
+    """(what the stage reads, the input folders it reads, the cell's input key, where its record is)
+    of ``cell``: the key is the SHA-256 of the options and inputs the stage reads
+    (:mod:`tasks.stage_reads`), its seeds and its code."""
     scfg, root, stage = ctx.scfg, ctx.root, ctx.stage
     base_dirs = {"prepare": prepare_dir(root, ctx.dataset), "embed": embed_dir(root, scfg.embedding)}
     in_dirs = {s: sweep_dir(root, s, ctx.sweep) / cell for s in CELL_STAGES[: CELL_STAGES.index(stage)]}
-    key_material = {"code": code_digest(scfg.family, stage), "family": scfg.family, "options": fparams.model_dump(),
-                    "seeds": scfg.seeds, "stage": stage,
-                    "inputs": {s: _digest(d) for s, d in {**base_dirs, **in_dirs}.items()}}
+    reads = stage_reads(ctx.family, stage)
+    read_dirs = {s: d for s, d in {**base_dirs, **in_dirs}.items() if reads.inputs is None or s in reads.inputs}
+    key_material = {"code": code_digest(scfg.family, stage), "family": scfg.family, "options": key_options(fparams, reads),
+                    "seeds": scfg.seeds, "stage": stage, "inputs": {s: _digest(d) for s, d in read_dirs.items()}}
     input_key = hashlib.sha256(json.dumps(key_material, sort_keys=True, default=str).encode()).hexdigest()
     existing = ctx.out_root / (f"{cell}.json" if stage == "evaluate" else f"{cell}/manifest.json")
-    return base_dirs, in_dirs, input_key, existing
+    return reads, read_dirs, input_key, existing
 
 
 def cells_to_compute(stage: str, sweep: str, params_path: str | Path | None = None, root: Path | None = None) -> list[str]:
     """The cells of ``stage`` on ``sweep`` that a run would compute now (the others it would reuse),
     with the inputs as they are on disk: those without an intact record of their current input key
-    (all of them when an input is missing). Reads inputs, writes nothing."""
+    (all of them when an input is missing) and not in the shared store. Reads inputs, writes nothing."""
     ctx = _context(stage, sweep, params_path, root)
     todo = []
     for cell, options in ctx.cells.items():
@@ -267,7 +296,7 @@ def cells_to_compute(stage: str, sweep: str, params_path: str | Path | None = No
         except (OSError, ValueError):  # an input not made yet (or unreadable): the cell will run
             todo.append(cell)
             continue
-        if _reusable_record(stage, existing, input_key) is None:
+        if _reusable_record(stage, existing, input_key) is None and lookup(store_dir(ctx.root), stage, input_key) is None:
             todo.append(cell)
     return todo
 

@@ -40,10 +40,10 @@ def sequential(prefect_server: str, migrated_mlflow_db: Path,
 
 
 def _without_cells(sequential: tuple[Path, dict], dest: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A copy of the sequential run's root without the sweep's cell outputs (prepared data and the
-    embedding kept), made the stages' root."""
+    """A copy of the sequential run's root without the sweep's cell outputs and their store
+    (prepared data and the embedding kept), made the stages' root."""
     root = copy_project(sequential[0], dest)
-    for sub in ("data/release", "data/integrate", "data/attack", "reports/sweeps"):
+    for sub in ("data/release", "data/integrate", "data/attack", "reports/sweeps", "runs/store"):
         shutil.rmtree(root / sub)
     monkeypatch.setenv("VEILBENCH_ROOT", str(root))
     monkeypatch.delenv("DVC_ROOT", raising=False)

@@ -113,12 +113,19 @@ class EmbeddingConfig(_Strict):
 
     @model_validator(mode="after")
     def _encoder_options(self) -> EmbeddingConfig:
-        """Only ``umap`` takes options (``umap.UMAP``'s keyword arguments but the three set from
-        ``dim``, ``seed`` and the thread count); every other encoder takes none."""
+        """``umap`` takes ``umap.UMAP``'s keyword arguments but the three set from ``dim``, ``seed``
+        and the thread count; the others take those of ``ENCODER_OPTIONS`` (``pca``: ``standardize``)."""
         if not self.options:
             return self
         if self.encoder != "umap":
-            _check_options(self.options, [], f"options of encoder {self.encoder!r}")
+            from veilbench.embed.encoders import ENCODER_OPTIONS
+
+            accepted = ENCODER_OPTIONS.get(self.encoder, {})
+            _check_options(self.options, list(accepted), f"options of encoder {self.encoder!r}")
+            for key, value in self.options.items():
+                if not isinstance(value, accepted[key]):
+                    raise ValueError(f"options.{key} of encoder {self.encoder!r}: must be a {accepted[key].__name__}, "
+                                     f"got {value!r}")
         else:
             import umap
 

@@ -8,18 +8,21 @@ import numpy as np
 import pytest
 from pydantic import ValidationError as PydanticValidationError
 
+from tasks.stage_reads import stage_reads, stage_view
 from veilbench.dc import family
 from veilbench.dc.obfuscation import make_obfuscator, party_seed
 from veilbench.families.base import STAGES
+from veilbench.validation import ValidationError
 
 from .conftest import make_inputs
 
 
 def run_cell(inputs: dict, params: family.Params, seed: int) -> dict[str, float]:
+    """The four stages in order, each seeing only what the family declares it reads (as the pipeline runs them)."""
     state = dict(inputs)
     out = None
     for stage in STAGES:
-        out = getattr(family, stage)(state, params, seed)
+        out = getattr(family, stage)(*stage_view(state, params, stage_reads(family, stage), f"dc.{stage}"), seed)
         for arr in out.arrays.values():
             assert arr.dtype != object
         state[stage] = out.arrays
@@ -208,3 +211,38 @@ def test_baselines_record_no_obfuscation_and_others_need_one():
     assert family.Params(method="local").model_dump()["obfuscation"] is None
     with pytest.raises(PydanticValidationError, match="obfuscation"):
         family.Params(method="lki", obfuscation=None)
+
+
+def test_n_test_scores_a_seeded_subset_of_the_test_split(digits_inputs):
+    params = family.Params(**FAST, n_test=50)
+    rel = family.release(digits_inputs, params, 4)
+    m = digits_inputs["prepare"]["X_test"].shape[0]
+    assert rel.arrays["ir_test"].shape[:2] == (4, 50) and np.unique(rel.arrays["test_index"]).size == 50
+    assert np.array_equal(rel.arrays["test_index"], family.release(digits_inputs, params, 4).arrays["test_index"])
+    assert not np.array_equal(rel.arrays["test_index"], family.release(digits_inputs, params, 5).arrays["test_index"])
+    whole = family.release(digits_inputs, family.Params(**FAST), 4).arrays
+    assert np.array_equal(whole["test_index"], np.arange(m)) and whole["ir_test"].shape[1] == m
+    # the subset is what integrate maps and evaluate scores: its labels are the subset's
+    integ = family.integrate({**digits_inputs, "release": rel.arrays}, params, 4).arrays
+    y_sub = digits_inputs["prepare"]["y_test"][rel.arrays["test_index"]]
+    assert np.array_equal(integ["xfam_utility_y_test"], np.tile(y_sub, 4))
+    with pytest.raises(ValidationError, match="n_test"):
+        family.release(digits_inputs, family.Params(**FAST, n_test=m + 1), 0)
+
+
+def test_attack_scores_are_shared_by_every_integrator_and_reported_by_evaluate(digits_inputs):
+    """The privacy metrics come from the attack stage, which reads the release only: two integrators
+    of one release report the same privacy and different utility."""
+    state = dict(digits_inputs)
+    lki, nki = family.Params(**FAST, method="lki"), family.Params(**FAST, method="nki")
+    state["release"] = family.release(state, lki, 2).arrays
+    assert np.array_equal(state["release"]["ir_anchor"], family.release(state, nki, 2).arrays["ir_anchor"])
+    att = family.attack(state, lki, 2)
+    assert att.arrays["score__privacy_reconstruction_accuracy_best"] == att.metrics["privacy_reconstruction_accuracy_best"]
+    reported = {}
+    for params in (lki, nki):
+        run = {**state, "attack": att.arrays, "integrate": family.integrate(state, params, 2).arrays}
+        reported[params.method] = family.evaluate(run, params, 2).metrics
+    for name, value in att.metrics.items():
+        assert reported["lki"][name] == reported["nki"][name] == value, name
+    assert reported["lki"]["utility_accuracy"] != reported["nki"]["utility_accuracy"]

@@ -90,3 +90,36 @@ def test_rank_deficient_stack_keeps_the_leading_subspace(reps):
     fitted = NystromNKI(rank=3, gamma=0.1, seed=1).fit(parties)
     np.testing.assert_allclose(fitted.Z_.T @ fitted.Z_, np.eye(5), atol=1e-10)
     np.testing.assert_allclose(fitted.Z_[:, :3], z[:, :3] * flip(z[:, :3]), atol=1e-10)
+
+
+@pytest.mark.parametrize(("rank", "center"), [(40, False), (40, True), (110, False)])
+def test_krylov_solver_equals_the_dense_one(reps, rank, center):
+    """The block Krylov solver (no V formed) gives the dense solver's Z and features: the same
+    subspace and, after the rotation between the two bases, the same features."""
+    dense = NystromNKI(rank=rank, gamma=0.1, center=center, seed=1, solver="dense").fit(reps)
+    krylov = NystromNKI(rank=rank, gamma=0.1, center=center, seed=1, solver="krylov", tol=1e-12, block=4).fit(reps)
+    assert (dense.solver_, krylov.solver_) == ("dense", "krylov") and krylov.residual_ <= 1e-12
+    assert min_cosine(krylov.Z_, dense.Z_) > 1 - 1e-10
+    np.testing.assert_allclose(krylov.Z_.T @ krylov.Z_, np.eye(5), atol=1e-10)
+    x_new = reps[2][:30] - 0.05
+    rotation = np.linalg.lstsq(krylov.Z_, dense.Z_, rcond=None)[0]
+    np.testing.assert_allclose(krylov.transform(x_new, 2) @ rotation, dense.transform(x_new, 2), atol=1e-8)
+    if center:
+        np.testing.assert_allclose(krylov.Z_.sum(axis=0), 0.0, atol=1e-10)
+
+
+def test_krylov_tolerance_and_space_limit_are_honoured(reps):
+    loose = NystromNKI(rank=60, gamma=0.1, seed=1, solver="krylov", tol=1e-2, block=2).fit(reps)
+    tight = NystromNKI(rank=60, gamma=0.1, seed=1, solver="krylov", tol=1e-11, block=2).fit(reps)
+    capped = NystromNKI(rank=60, gamma=0.1, seed=1, solver="krylov", tol=1e-14, block=2, max_dim=6).fit(reps)
+    assert loose.residual_ <= 1e-2 and tight.residual_ <= 1e-11 < loose.residual_
+    assert capped.residual_ > 1e-11, "a 6-dimensional space cannot resolve 5 eigenvectors to 1e-11"
+    assert min_cosine(tight.Z_, NystromNKI(rank=60, gamma=0.1, seed=1, solver="dense").fit(reps).Z_) > 1 - 1e-9
+
+
+def test_auto_solver_switches_on_the_dense_cost(reps, monkeypatch):
+    import veilbench.dc.nystrom as nystrom
+
+    assert NystromNKI(rank=40, gamma=0.1, seed=1).fit(reps).solver_ == "dense"
+    monkeypatch.setattr(nystrom, "DENSE_FLOPS", 1.0)
+    assert NystromNKI(rank=40, gamma=0.1, seed=1).fit(reps).solver_ == "krylov"

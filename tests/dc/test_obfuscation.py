@@ -55,3 +55,32 @@ def test_umap_obfuscator_transforms_new_rows():
     f = make_obfuscator("umap", 2, 60, 6, seed=1)
     out = f.fit(x).transform(rng.normal(size=(5, 6)))
     assert out.shape == (5, 2) and np.all(np.isfinite(out))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("metric", ["euclidean", "cosine", "correlation"])
+def test_precomputed_umap_equals_umap_with_the_metric(metric):
+    """The party-side UMAP runs on precomputed distances; its embedding and transforms equal
+    umap.UMAP(metric=...)'s bit for bit (fails when a UMAP release changes either path)."""
+    import umap
+    from sklearn.datasets import load_digits
+
+    from veilbench.dc.obfuscation import PrecomputedUMAP
+
+    x = load_digits().data / 16.0
+    own, new = x[:100], x[100:700]
+    settings = {"n_components": 4, "n_neighbors": 5, "min_dist": 0.3, "random_state": 11}
+    ref = umap.UMAP(metric=metric, n_jobs=1, **settings)
+    ours = PrecomputedUMAP(metric=metric, **settings)
+    np.testing.assert_array_equal(ours.fit_transform(own), ref.fit_transform(own))
+    np.testing.assert_array_equal(ours.transform(new), ref.transform(new))
+
+
+def test_umap_parties_use_the_precomputed_path_below_umaps_small_data_size():
+    from veilbench.dc.obfuscation import PrecomputedUMAP
+
+    f = make_obfuscator("umap", 4, 100, 8, seed=party_seed(3, 1))
+    assert isinstance(f, PrecomputedUMAP)
+    assert {"metric": f.metric, "n_neighbors": f.n_neighbors, "min_dist": f.min_dist} == draw_umap_settings(party_seed(3, 1))
+    assert (f.n_components, f.random_state) == (4, party_seed(3, 1))
+    assert not isinstance(make_obfuscator("umap", 4, 5000, 8, seed=1), PrecomputedUMAP)

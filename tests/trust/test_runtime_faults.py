@@ -90,8 +90,12 @@ def _state(stage: str, root: Path) -> object:
 
 
 @pytest.mark.parametrize("case", [c[0] for c in FAULTS])
-def test_damaged_outputs_are_recomputed_not_reused(case: str, trust_root: Path) -> None:
+def test_damaged_outputs_are_recomputed_not_reused(case: str, trust_root: Path, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     from tasks.sweep import run_cell
+
+    # an empty output store: the cell's own output is under test (tests/test_stage_store.py: the store's)
+    monkeypatch.setenv("VEILBENCH_STORE", str(tmp_path / "store"))
 
     _, stage, target, damage = next(c for c in FAULTS if c[0] == case)
     assert run_cell(stage, SWEEP, CELL, root=trust_root) == "reused"  # the control: intact → reused

@@ -19,7 +19,8 @@ Stages (``seed`` = trial index ``r``; it seeds sources, anchors, obfuscators, at
     unused). Party ``k`` fits ``f_k`` on
     ``X(k)`` and releases ``ir_train`` rows (its ``X̃(k)``, with ``party`` and ``y``) and
     ``ir_anchor[k] = Ã(k)``; ``ir_test[k] = f_k(X_test)`` is what party ``k`` feeds ``g_k`` at
-    prediction time. ``anchor`` (``A``), ``record_index`` and ``source_index`` are private /
+    prediction time; ``X_test`` is the whole test split, or with ``n_test`` a seeded subset of
+    ``n_test`` records (spec §4: ``nK`` shared test records; rows ``test_index``). ``anchor`` (``A``), ``record_index`` and ``source_index`` are private /
     evaluation-only arrays: the analyst (``integrate``) never reads them.
     Cross-family arrays (n_r = all parties' records): ``xfam_attack_rep = X̃`` (n_r × d̃),
     ``xfam_attack_group`` = party id, ``xfam_attack_index`` = row in ``xfam_pool``, the parties'
@@ -38,12 +39,14 @@ Stages (``seed`` = trial index ``r``; it seeds sources, anchors, obfuscators, at
     The attacker holds the anchor rows whose label is in ``leaked_labels`` (for unlabelled anchors:
     a seeded random ``|leaked_labels|/C`` fraction of rows) and the target party's IRs of them; it
     reconstructs the target party's private records whose label is *not* leaked [lit default] with
-    LR, PINV and MLP.
+    LR, PINV and MLP, and scores the reconstructions (the privacy metrics below, kept as 0-d arrays
+    ``score__<metric>``). Neither reads the integration: every integrator of one release shares the
+    attack and its scores (``STAGE_INPUTS``, ``STAGE_OPTIONS``).
 ``evaluate`` (§3, §5)
     Utility: ``utility_accuracy`` (classifier on ``X̂``, or on ``X̂(k)`` with ``readout="own"``;
     mean over parties of the shared-test accuracy), ``utility_accuracy_central``,
-    ``utility_accuracy_local``. Privacy, per attack (suffix ``_lr``, ``_pinv``, ``_mlp``) and as the
-    worst case over attacks:
+    ``utility_accuracy_local``. Privacy, as the attack stage scored it, per attack (suffix ``_lr``,
+    ``_pinv``, ``_mlp``) and as the worst case over attacks:
 
     * ``privacy_reconstruction_accuracy_best``: max over attacks of the label-match rate of an RF
       trained on at most ``evaluator_records`` (5 000, as the paper) original training records
@@ -91,6 +94,9 @@ from veilbench.validation import ValidationError
 #: Reference "methods" of the paper's roster (spec §2.9): no integration, raw records.
 BASELINES = ("central", "local")
 
+#: Prefix of the attack stage's privacy scores, kept as 0-d arrays for ``evaluate``.
+SCORE = "score__"
+
 #: Data-free reference cells (:mod:`veilbench.families.base`): every party releases i.i.d.
 #: N(0, 1) intermediate representations of the right shapes (records, anchor, test set).
 DATA_FREE = ({"obfuscation": "random"},)
@@ -105,6 +111,22 @@ ADVANTAGE_METRICS = {
     "xfam_relative_error": ("xfam_relative_error_control", "xfam_relative_error_advantage"),
 }
 
+#: What each stage reads besides its seed (:mod:`veilbench.families.base`): the earlier stages
+#: whose arrays it reads and the options (or properties of :class:`Params`) it reads. The release
+#: and the attack do not read the integration, so every integrator of one release shares them.
+STAGE_INPUTS = {
+    "release": ("prepare", "embed"),
+    "integrate": ("prepare", "release"),
+    "attack": ("prepare", "embed", "release"),
+}
+STAGE_OPTIONS = {
+    "release": ("features", "anchor", "n_anchor", "n_smote_source", "k_nn", "n_per_party", "n_parties", "n_test",
+                "obfuscation", "d_tilde", "shares"),
+    "integrate": ("method", "graph", "center", "mu", "k_nn", "kernel_gamma", "lam", "nki_objective", "nystrom_rank"),
+    "attack": ("features", "shares", "attacks", "leaked_labels", "target_party", "mlp_max_iter", "n_estimators",
+               "evaluator_records"),
+}
+
 
 class Params(FamilyParams):
     """One DC cell. Defaults: PCA obfuscation, d̃ = 10, 200 SMOTE anchors from 50 sources, NKI."""
@@ -117,6 +139,9 @@ class Params(FamilyParams):
     n_per_party: int | None = Field(None, ge=2, description="seeded subsample of n records per party (None: all)")
     n_parties: int | None = Field(
         None, ge=1, le=10_000, description="K: re-allocate the records into K seeded parties (None: dataset partition)"
+    )
+    n_test: int | None = Field(
+        None, ge=1, description="seeded subset of n_test shared test records (spec §4: nK); None: the whole test split"
     )
     obfuscation: Literal["pca", "kpca", "umap", "orthogonal", "random"] | None = Field(
         "pca", description="per-party f_k (§1.3; 'random': the data-free reference, i.i.d. N(0, 1) IRs); "
@@ -160,6 +185,12 @@ class Params(FamilyParams):
             name += "" if self.nystrom_rank is None else f"+Nyström{self.nystrom_rank}"
             name += "" if self.nki_objective == "paper" else "+residual"
         return f"Random release ({name})" if self.obfuscation == "random" else name
+
+    @property
+    def shares(self) -> Literal["raw", "nothing", "ir"]:
+        """What the parties hand out: ``raw`` records (Central), ``nothing`` (Local), else their IRs.
+        The release and the attack read this, not ``method``, so every integrator of one release shares it."""
+        return {"central": "raw", "local": "nothing"}.get(self.method, "ir")
 
     @model_validator(mode="before")
     @classmethod
@@ -215,6 +246,12 @@ def release(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
     """Party side: anchor, parties, per-party ``f_k``, and the released IRs (see module docstring)."""
     x_train, x_test = _features(inputs, params)
     y = np.asarray(inputs["prepare"]["y_train"]).astype(np.int64)
+    test_index = np.arange(x_test.shape[0], dtype=np.int64)
+    if params.n_test is not None:
+        if params.n_test > x_test.shape[0]:
+            raise ValidationError(f"n_test: must be ≤ the {x_test.shape[0]} test records, got {params.n_test}")
+        test_index = np.sort(stream(seed, "dc.test-subset").choice(x_test.shape[0], size=params.n_test, replace=False))
+        x_test = x_test[test_index]
     rng = stream(seed, "dc.release")
     keep = np.ones(y.size, bool)
     source_index = np.zeros(0, np.int64)
@@ -229,7 +266,8 @@ def release(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
                            params.n_per_party, rng)
     record_index = np.concatenate(idx)
     party = np.concatenate([np.full(i.size, k, dtype=np.int64) for k, i in enumerate(idx)])
-    arrays = {"party": party, "y": y[record_index], "record_index": record_index, "source_index": source_index}
+    arrays = {"party": party, "y": y[record_index], "record_index": record_index, "source_index": source_index,
+              "test_index": test_index}
     info = {
         "n_parties": len(idx),
         "party_sizes": [int(i.size) for i in idx],
@@ -238,8 +276,8 @@ def release(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
         "smote_k_nn_used": {str(c): k for c, k in anchor.k_nn_used.items()},
         "smote_fallback_classes": anchor.fallback_classes,
     }
-    if params.method in BASELINES:
-        info["released_by_parties"] = ["raw records"] if params.method == "central" else []
+    if params.shares != "ir":
+        info["released_by_parties"] = ["raw records"] if params.shares == "raw" else []
         # the anchor is the attacker's side knowledge (its control guess), not a release here
         arrays.update(anchor=anchor.X, anchor_labels=anchor.y)
         info["private_not_for_analyst"] = ["anchor", "anchor_labels", "record_index", "source_index"]
@@ -318,7 +356,7 @@ def integrate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
     timings = {"cost_fit_seconds": t1 - t0, "cost_transform_seconds_per_record": (t2 - t1) / max(n_test_rows, 1)}
     if isinstance(integrator, NKI):  # CPU seconds of each fit step of the paper's Table 1
         timings.update({f"nki_{step}_cpu_seconds": v for step, v in integrator.step_seconds_.items()})
-    y_test = np.asarray(inputs["prepare"]["y_test"]).astype(np.int64)
+    y_test = np.asarray(inputs["prepare"]["y_test"]).astype(np.int64)[rel["test_index"]]
     arrays = {
         "collab_train": collab_train,
         "collab_test": collab_test,
@@ -356,7 +394,7 @@ def attack_names(params: Params) -> tuple[str, ...]:
     the "reconstruction" is the record itself); none for Local (nothing is shared) or ``attacks=()``."""
     if not params.attacks:
         return ()
-    return {"central": ("raw",), "local": ()}.get(params.method, params.attacks)
+    return {"raw": ("raw",), "nothing": ()}.get(params.shares, params.attacks)
 
 
 def control_reconstruction(x_leaked: np.ndarray, n_targets: int) -> np.ndarray:
@@ -376,10 +414,13 @@ def control_reconstruction(x_leaked: np.ndarray, n_targets: int) -> np.ndarray:
 
 def attack(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
     """Reconstruct the target party's non-leaked-label records from leaked anchor pairs (spec §5);
-    also the control attack's guess (:func:`control_reconstruction`), which reads no release."""
+    also the control attack's guess (:func:`control_reconstruction`), which reads no release; then
+    score them (:func:`_privacy_metrics`), as metrics and as 0-d arrays ``score__<metric>`` that
+    ``evaluate`` reports. The scores depend on the release only, so every integrator of one release
+    shares them (module docstring, ``STAGE_INPUTS``)."""
     rel = inputs["release"]
     if not attack_names(params):
-        return StageOutput(info={"attacks": [], "skipped": "Local shares nothing" if params.method == "local"
+        return StageOutput(info={"attacks": [], "skipped": "Local shares nothing" if params.shares == "nothing"
                                  else "attacks=()"})
     target = _targets(rel, params)
     k = params.target_party
@@ -390,27 +431,30 @@ def attack(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
     if leaked.size < 2:
         raise ValidationError(f"leaked_labels: {list(params.leaked_labels)} pick {leaked.size} anchor rows, need ≥ 2")
     control = control_reconstruction(rel["anchor"][leaked], int(target.sum()))
-    if params.method == "central":
-        x_train, _ = _features(inputs, params)
-        recon = x_train[rel["record_index"][target]][None]
-        return StageOutput(arrays={"reconstructions": recon, "control_reconstructions": control,
-                                   "target_index": rel["record_index"][target]}, info=info)
-    recons = []
-    for name in params.attacks:
-        att = make_attack(name, seed=seed, max_iter=params.mlp_max_iter)
-        att.fit(rel["ir_anchor"][k][leaked], rel["anchor"][leaked])
-        recons.append(att.reconstruct(rel["ir_train"][target]))
-    arrays = {"reconstructions": np.stack(recons), "control_reconstructions": control,
-              "target_index": rel["record_index"][target]}
-    info["n_leaked_pairs"] = int(leaked.size)
-    return StageOutput(arrays=arrays, info=info)
+    x_train, _ = _features(inputs, params)
+    if params.shares == "raw":
+        recons = x_train[rel["record_index"][target]][None]
+    else:
+        recons = []
+        for name in params.attacks:
+            att = make_attack(name, seed=seed, max_iter=params.mlp_max_iter)
+            att.fit(rel["ir_anchor"][k][leaked], rel["anchor"][leaked])
+            recons.append(att.reconstruct(rel["ir_train"][target]))
+        recons = np.stack(recons)
+        info["n_leaked_pairs"] = int(leaked.size)
+    arrays = {"reconstructions": recons, "control_reconstructions": control, "target_index": rel["record_index"][target]}
+    y_train = np.asarray(inputs["prepare"]["y_train"])
+    metrics, info["best_attack"] = _privacy_metrics(rel, arrays, params, seed, x_train, y_train)
+    arrays |= {f"{SCORE}{name}": np.asarray(value) for name, value in metrics.items()}
+    return StageOutput(arrays=arrays, metrics=metrics, info=info)
 
 
 def _privacy_metrics(
-    inputs: StageInputs, params: Params, seed: int, x_train: np.ndarray, y_train: np.ndarray
+    rel: dict[str, np.ndarray], att: dict[str, np.ndarray], params: Params, seed: int, x_train: np.ndarray,
+    y_train: np.ndarray,
 ) -> tuple[dict[str, float], str]:
-    """Per-attack and worst-case reconstruction metrics (spec §5); returns (metrics, best attack)."""
-    rel, att = inputs["release"], inputs["attack"]
+    """Per-attack and worst-case reconstruction metrics (spec §5) of the attack arrays ``att``;
+    returns (metrics, best attack)."""
     rows, target = rel["record_index"], att["target_index"]
     outside = np.setdiff1d(np.arange(y_train.size), rows[rel["party"] == params.target_party])
     if outside.size > params.evaluator_records:
@@ -455,7 +499,8 @@ def evaluate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
     """
     rel = inputs["release"]
     x_train, x_test = _features(inputs, params)
-    y_train, y_test = np.asarray(inputs["prepare"]["y_train"]), np.asarray(inputs["prepare"]["y_test"])
+    x_test = x_test[rel["test_index"]]
+    y_train, y_test = np.asarray(inputs["prepare"]["y_train"]), np.asarray(inputs["prepare"]["y_test"])[rel["test_index"]]
     clf = partial(make_classifier, params.classifier, seed, params.n_estimators)
     rows = rel["record_index"]
     references = {
@@ -472,7 +517,6 @@ def evaluate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
         metrics["utility_accuracy"], info["utility_accuracy_per_party"] = collaboration_accuracy(
             integ["collab_train"], rel["y"], rel["party"], integ["collab_test"], y_test, clf(), params.readout
         )
-    if attack_names(params):
-        privacy, info["best_attack"] = _privacy_metrics(inputs, params, seed, x_train, y_train)
-        metrics.update(privacy)
+    if attack_names(params):  # scored by the attack stage (shared by every integrator of the release)
+        metrics.update({k[len(SCORE):]: float(v) for k, v in inputs["attack"].items() if k.startswith(SCORE)})
     return StageOutput(metrics={k: float(v) for k, v in metrics.items()}, info=info)

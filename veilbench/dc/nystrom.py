@@ -19,6 +19,17 @@ from the SVD ``R = U_R S Wᵀ`` of ``V``'s triangular QR factor, so no further n
 Cost: fit O(K na r² + na (Kr)²) — linear in ``na`` — memory O(na·Kr), and O(r (d̃ + d̂)) per new row. With ``r = na`` (all anchors as landmarks) ``L_k L_kᵀ = K_k``
 and ``φ_k(x) L_kᵀ = κ_k(x, Ã(k))``, so the fit equals exact :class:`~veilbench.dc.kernel.NKI`.
 Graph regularisation needs the dense ``na × na`` Laplacian and is not offered here.
+
+Solvers for ``Z`` (``solver``): ``"dense"`` is the QR/SVD of ``V`` above, O(na (Kr)²); ``"krylov"``
+never forms ``V``: it applies ``M = Σ_k H_k = Σ_k L_k (L_kᵀL_k + λI)^{-1} L_kᵀ`` (centred as
+``ΠMΠ``, ``Π = I − 11ᵀ/na``, when ``center``) to blocks of ``b`` vectors, through ``C_k`` (na × r)
+and the Cholesky factor of ``L_kᵀL_k + λI`` (r × r), and takes the top-``d̂`` Ritz vectors of a block
+Krylov space ``[Ω, MΩ, M²Ω, …]`` (Ω a seeded Gaussian block, fully reorthogonalised), enlarged
+until every Ritz residual ``‖M z − θ z‖`` is at most ``tol·θ_1`` (or the space reaches
+``max_dim``; ``residual_`` records the largest relative residual): O(K na r²) to factor, O(na Kr b)
+per block. The leading eigenvalues of ``M`` lie close together for a large anchor set (each
+``H_k`` is nearly a projection), which is why a block method and not single-vector Lanczos.
+``"auto"`` takes ``"dense"`` while ``2·min(na, Kr)²·max(na, Kr) ≤ 10¹⁰`` flops, else ``"krylov"``.
 """
 
 from __future__ import annotations
@@ -68,6 +79,53 @@ def _top_left_singular_vectors(v: np.ndarray, d_hat: int) -> np.ndarray:
     return u * np.sign(u[np.argmax(np.abs(u), axis=0), np.arange(d_hat)])
 
 
+#: ``solver="auto"`` takes the dense QR/SVD of ``V`` up to this many flops (module docstring).
+DENSE_FLOPS = 1e10
+
+
+def _top_eigenvectors_block_krylov(apply_m, n: int, d_hat: int, rng: np.random.Generator, block: int, tol: float,
+                                   max_dim: int) -> tuple[np.ndarray, float]:
+    """The ``d̂`` leading eigenvectors (n × d̂, orthonormal) of a symmetric PSD operator ``apply_m``
+    (n × b blocks → n × b) from a block Krylov space (module docstring), and the largest relative
+    Ritz residual ``max_j ‖M z_j − θ_j z_j‖ / θ_1``. Column signs as :func:`_top_left_singular_vectors`."""
+    limit = min(int(max_dim), n)
+    basis = np.empty((n, limit))
+    images = np.empty((n, limit))
+    t = np.empty((limit, limit))
+    new = rng.standard_normal((n, min(block, limit)))
+    dim = 0
+    while True:
+        for _ in range(2):  # full reorthogonalisation against the space so far
+            new -= basis[:, :dim] @ (basis[:, :dim].T @ new)
+        q, r = np.linalg.qr(new)
+        keep = np.abs(np.diag(r)) > 1e-10 * max(np.abs(np.diag(r)).max(), 1e-300)
+        q = q[:, keep][:, : limit - dim]
+        if q.shape[1] == 0:  # the space is invariant under M: its Ritz pairs are exact
+            if dim >= d_hat:
+                break
+            new = rng.standard_normal((n, min(block, limit - dim)))  # M has rank < d̂: complete the basis
+            continue
+        b = q.shape[1]
+        basis[:, dim : dim + b] = q
+        images[:, dim : dim + b] = apply_m(q)
+        t[: dim + b, dim : dim + b] = basis[:, : dim + b].T @ images[:, dim : dim + b]
+        t[dim : dim + b, :dim] = t[:dim, dim : dim + b].T
+        dim += b
+        vals, vecs = np.linalg.eigh(0.5 * (t[:dim, :dim] + t[:dim, :dim].T))
+        if dim < d_hat:
+            new = images[:, dim - b : dim].copy()
+            continue
+        u = vecs[:, ::-1][:, :d_hat]
+        theta = vals[::-1][:d_hat]
+        z = basis[:, :dim] @ u
+        scale = max(float(theta[0]), np.finfo(float).tiny)
+        residual = float(np.linalg.norm(images[:, :dim] @ u - z * theta, axis=0).max() / scale)
+        if residual <= tol or dim >= limit:
+            break
+        new = images[:, dim - b : dim].copy()
+    return z * np.sign(z[np.argmax(np.abs(z), axis=0), np.arange(d_hat)]), residual
+
+
 class NystromNKI(BaseIntegrator):
     """NKI (paper objective, C = I, no graph) with a rank-``rank`` Nyström kernel per party.
 
@@ -83,6 +141,10 @@ class NystromNKI(BaseIntegrator):
         center: bool = False,
         rcond: float = 1e-10,
         seed: int | None = 0,
+        solver: Literal["auto", "dense", "krylov"] = "auto",
+        tol: float = 1e-8,
+        block: int | None = None,
+        max_dim: int = 2000,
     ):
         self.rank = rank
         self.n_components = n_components
@@ -91,6 +153,10 @@ class NystromNKI(BaseIntegrator):
         self.center = center
         self.rcond = rcond
         self.seed = seed
+        self.solver = solver
+        self.tol = tol
+        self.block = block
+        self.max_dim = max_dim
 
     def fit(self, anchor_reps: Sequence[np.ndarray], anchor_labels: np.ndarray | None = None) -> NystromNKI:
         """Fit on ``[Ã(1), …, Ã(K)]``; ``anchor_labels`` is ignored (no graph)."""
@@ -102,6 +168,15 @@ class NystromNKI(BaseIntegrator):
             check_in_range(self.gamma, "gamma", 0.0, None, low_inclusive=False)
         self.landmarks_ = np.sort(as_rng(self.seed, "dc.nystrom-landmarks").choice(n_a, size=int(self.rank), replace=False))
         self.gammas_ = [median_gamma(a) if self.gamma == "median" else float(self.gamma) for a in reps]
+        if self.solver not in ("auto", "dense", "krylov"):
+            raise ValidationError(f"solver: must be 'auto', 'dense' or 'krylov', got {self.solver!r}")
+        total = len(reps) * int(self.rank)
+        dense = self.solver == "dense" or (
+            self.solver == "auto" and 2.0 * min(n_a, total) ** 2 * max(n_a, total) <= DENSE_FLOPS)
+        self.solver_ = "dense" if dense else "krylov"
+        if not dense:
+            return self._fit_krylov(reps, d_hat)
+        self.residual_ = 0.0
         factors = []
         for a, g in zip(reps, self.gammas_, strict=True):
             c = rbf_kernel(a, a[self.landmarks_], g)
@@ -112,6 +187,40 @@ class NystromNKI(BaseIntegrator):
         for w_isqrt, us, s, vt in factors:
             gamma_k = (self.Z_ - us @ ((1.0 / (s**2 + self.lam))[:, None] * (us.T @ self.Z_))) / self.lam
             self.B_.append(w_isqrt @ (vt.T @ (us.T @ gamma_k)))
+        self.anchors_ = [a[self.landmarks_] for a in reps]
+        self._set_shapes(reps, d_hat)
+        return self
+
+    def _fit_krylov(self, reps: list[np.ndarray], d_hat: int) -> NystromNKI:
+        """The fit with ``solver="krylov"`` (module docstring)."""
+        import scipy.linalg as sl
+
+        n_a = reps[0].shape[0]
+        parts = []  # (C_k, W_k^{-1/2}, Cholesky of L_kᵀL_k + λI)
+        for a, g in zip(reps, self.gammas_, strict=True):
+            c = rbf_kernel(a, a[self.landmarks_], g)
+            w_isqrt = _inv_sqrt_psd(c[self.landmarks_], self.rcond)
+            gram = w_isqrt.T @ (c.T @ c) @ w_isqrt
+            gram[np.diag_indices_from(gram)] += self.lam
+            parts.append((c, w_isqrt, sl.cho_factor(gram, lower=True)))
+
+        def hat(k: int, x: np.ndarray) -> np.ndarray:
+            c, w, chol = parts[k]
+            return c @ (w @ sl.cho_solve(chol, w.T @ (c.T @ x)))
+
+        def apply_m(x: np.ndarray) -> np.ndarray:
+            if self.center:
+                x = x - x.mean(axis=0)
+            out = sum(hat(k, x) for k in range(len(parts)))
+            return out - out.mean(axis=0) if self.center else out
+
+        block = self.block or max(2 * d_hat, 8)
+        rng = as_rng(self.seed, "dc.nystrom-krylov")
+        self.Z_, self.residual_ = _top_eigenvectors_block_krylov(apply_m, n_a, d_hat, rng, block, self.tol, self.max_dim)
+        self.B_ = []
+        for k, (c, w, _) in enumerate(parts):
+            gamma_k = (self.Z_ - hat(k, self.Z_)) / self.lam
+            self.B_.append(w @ (w.T @ (c.T @ gamma_k)))
         self.anchors_ = [a[self.landmarks_] for a in reps]
         self._set_shapes(reps, d_hat)
         return self

@@ -11,7 +11,8 @@ kind            ``f_k``
                 heuristic (``veilbench.embed.encoders.MedianRBFKernelPCA``: ``γ = 1/median ‖·‖²``;
                 the spec's exact formula is an assumption) [paper/assume]
 ``umap``        UMAP with per-party ``metric ~ U{correlation, cosine, euclidean}``,
-                ``n_neighbors ~ U{2..7}``, ``min_dist ~ U[0, 0.8)``, ``random_state = seed`` [paper]
+                ``n_neighbors ~ U{2..7}``, ``min_dist ~ U[0, 0.8)``, ``random_state = seed`` [paper],
+                run on precomputed distances (:class:`PrecomputedUMAP`: the same outputs)
 ``orthogonal``  ``x ↦ x Q_k``, ``Q_k`` the first ``d̃`` columns of a Haar orthogonal d × d matrix
                 (``veilbench.embed.encoders.RandomOrthogonalProjection``) [assume]
 ``random``      data-free reference: every call returns i.i.d. N(0, 1) rows of width ``d̃``
@@ -60,6 +61,55 @@ class RandomRepresentation(TransformerMixin, BaseEstimator):
         return self.rng_.standard_normal((len(X), self.dim))
 
 
+class PrecomputedUMAP(TransformerMixin, BaseEstimator):
+    """``umap.UMAP(metric=metric, …)`` computed from precomputed distances, with the same outputs.
+
+    UMAP's own path for a small training set (under 4 096 rows) evaluates the metric between new
+    and training rows by calling its numba metric once per pair from Python (scikit-learn's
+    ``pairwise_distances`` with a callable): a party of 100 records transforming 20 000 anchors
+    makes 2·10⁶ Python calls. Here the same numba metric fills the distance matrices in one
+    compiled loop (``umap.distances.pairwise_special_metric``) and UMAP is fitted and applied with
+    ``metric="precomputed"``, keeping the metric's disconnection distance (2 for cosine and
+    correlation, ∞ for euclidean, as UMAP sets it). For a small training set UMAP builds its
+    neighbour graph from exactly these distances, so the embedding and every transform equal those
+    of ``umap.UMAP(metric=metric)`` bit for bit (``tests/dc/test_obfuscation.py`` checks it for the
+    three metrics of spec §1.3; it fails when a UMAP release changes either path).
+    """
+
+    def __init__(self, metric: str = "euclidean", n_components: int = 2, n_neighbors: int = 15,
+                 min_dist: float = 0.1, random_state: int | None = None):
+        self.metric = metric
+        self.n_components = n_components
+        self.n_neighbors = n_neighbors
+        self.min_dist = min_dist
+        self.random_state = random_state
+
+    def _distances(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        from umap.distances import named_distances, pairwise_special_metric
+
+        return pairwise_special_metric(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64),
+                                       metric=named_distances[self.metric])
+
+    def fit(self, X: np.ndarray, y: Any = None) -> PrecomputedUMAP:
+        self.fit_transform(X)
+        return self
+
+    def fit_transform(self, X: np.ndarray, y: Any = None) -> np.ndarray:
+        import umap
+        from umap.umap_ import DISCONNECTION_DISTANCES
+
+        if X.shape[0] >= 4096:
+            raise ValidationError(f"X: PrecomputedUMAP reproduces UMAP's small-data path (< 4096 rows), got {X.shape[0]}")
+        self.train_ = np.asarray(X, dtype=np.float64)
+        self.umap_ = umap.UMAP(n_components=self.n_components, n_neighbors=self.n_neighbors, min_dist=self.min_dist,
+                               metric="precomputed", random_state=self.random_state, n_jobs=1,
+                               disconnection_distance=DISCONNECTION_DISTANCES.get(self.metric, np.inf))
+        return self.umap_.fit_transform(self._distances(self.train_, self.train_))
+
+    def transform(self, X: np.ndarray) -> np.ndarray:
+        return self.umap_.transform(self._distances(X, self.train_))
+
+
 def party_seed(seed: int, party: int) -> int:
     """Seed of party ``party`` in trial ``seed``: ``seed·1000 + party``."""
     return int(seed) * 1000 + int(party)
@@ -98,6 +148,8 @@ def make_obfuscator(kind: str, d_tilde: int, n_rows: int, n_features: int, seed:
         return RandomOrthogonalProjection(dim=d_tilde, random_state=seed)
     if kind == "random":
         return RandomRepresentation(dim=d_tilde, random_state=seed)
+    if n_rows < 4096:  # UMAP's small-data path, from precomputed distances (same outputs, no per-pair Python calls)
+        return PrecomputedUMAP(n_components=d_tilde, random_state=seed, **draw_umap_settings(seed))
     import umap  # lazy: numba compiles on the first fit in a process
 
     return umap.UMAP(n_components=d_tilde, random_state=seed, n_jobs=1, **draw_umap_settings(seed))

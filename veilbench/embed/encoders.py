@@ -5,7 +5,10 @@ name                what it computes (fit on training rows only)
 =================== ============================================================================
 ``raw``             the features unchanged
 ``standardize``     (x − μ)/s per feature (s = 1 where a feature is constant)
-``pca``             standardise, then project on the top ``dim`` principal axes
+``pca``             standardise, then project on the top ``dim`` principal axes; with the option
+                    ``standardize: false`` centre only: ``x ↦ (x − μ) V`` with ``V`` (p × dim) the
+                    top eigenvectors of the training covariance (the spec's public PCA of pixels/255,
+                    anchor-noise.md §2, §8: the features keep their own scales)
 ``kernel_pca``      standardise, then RBF kernel PCA with bandwidth γ = 1/median(‖x_i − x_j‖²)
 ``umap``            standardise, then UMAP to ``dim`` dimensions (imported lazily: numba compiles on first use)
 ``random_orthogonal`` standardise, then x ↦ x Q with Q (p × dim) the first columns of a Haar matrix
@@ -78,6 +81,10 @@ def _umap(dim: int, seed: int, **options: Any) -> Any:
 
 ENCODERS = ("raw", "standardize", "pca", "kernel_pca", "umap", "random_orthogonal")
 
+#: Options an encoder takes besides ``dim`` and the seed (``embeddings.<name>.options`` in
+#: params.yaml), with their types; ``umap`` takes ``umap.UMAP``'s keyword arguments instead.
+ENCODER_OPTIONS: dict[str, dict[str, type]] = {"pca": {"standardize": bool}}
+
 
 def make_encoder(name: str, dim: int = 32, seed: int = 0, **options: Any) -> Any:
     """Return an unfitted scikit-learn transformer for encoder ``name`` (see module table)."""
@@ -87,11 +94,18 @@ def make_encoder(name: str, dim: int = 32, seed: int = 0, **options: Any) -> Any
         return FunctionTransformer()
     if dim < 1:
         raise ValidationError(f"dim: must be ≥ 1, got {dim}")
+    if name != "umap":
+        accepted = ENCODER_OPTIONS.get(name, {})
+        for key, value in options.items():
+            if key not in accepted or not isinstance(value, accepted[key]):
+                raise ValidationError(f"options.{key}: encoder {name!r} takes {sorted(accepted) or 'no options'}"
+                                      f"{f' ({accepted[key].__name__})' if key in accepted else ''}, got {value!r}")
     scaler = StandardScaler()
     if name == "standardize":
         return scaler
     if name == "pca":
-        return make_pipeline(scaler, PCA(n_components=dim, random_state=seed))
+        pca = PCA(n_components=dim, random_state=seed)
+        return make_pipeline(scaler, pca) if options.get("standardize", True) else pca
     if name == "kernel_pca":
         return make_pipeline(scaler, MedianRBFKernelPCA(dim=dim, random_state=seed))
     if name == "random_orthogonal":

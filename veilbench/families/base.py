@@ -40,6 +40,13 @@ and seed) or a constant (e.g. ROC AUC 0.5 for a detector whose score is constant
 such reference in every figure whose x or y axis shows the metric, and adds it to the family's
 tables (:mod:`tasks.report_references`).
 
+What a stage reads. A module may declare ``STAGE_INPUTS[stage]`` (the earlier stages whose arrays
+the stage reads) and ``STAGE_OPTIONS[stage]`` (the options, or properties of ``Params``, it reads).
+The pipeline then keys the stage's output on these only, so cells that differ in an option the
+stage does not read share one output (e.g. every integrator of one DC release), and hands the stage
+only what it declared: reading anything else is an error (:mod:`tasks.stage_reads`). A stage
+without a declaration reads every option and every earlier stage.
+
 ``inputs`` maps each earlier stage name (``"prepare"``, ``"embed"``, ``"release"``, …) to the
 arrays that stage produced for this cell and seed. A stage returns plain arrays (saved as an
 ``.npz`` with ``allow_pickle=False``), scalar metrics (logged to MLflow, written to JSON) and a
