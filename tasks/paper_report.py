@@ -10,7 +10,7 @@
 * per paper number, whether ours reproduces it: the difference ours − paper judged by
   :func:`tasks.verdicts.judge_claim` with ``~`` and a tolerance (two one-sided tests against the
   paper's own 95 % CI): *≈* (held: within the tolerance), *≠* (not held), *?* (inconclusive);
-* the headline claims of ``report.claims`` judged as in ``claims.csv`` (:func:`tasks.report.claims_section`,
+* the headline claims of ``report.claims`` judged as in ``claims.csv`` (:func:`tasks.report_claims.claims_section`,
   data-free references included);
 * the CPU hours of each sweep's runs and every difference from the paper in one line.
 
@@ -281,7 +281,7 @@ def cpu_lines(root: Path, cfg: Any) -> list[str]:
 
 
 def claim_lines(records: list[dict[str, Any]], family: str) -> list[str]:
-    """The headline claims of ``family`` (records of :func:`tasks.report.claims_section`)."""
+    """The headline claims of ``family`` (records of :func:`tasks.report_claims.claims_section`)."""
     mine = [c for c in records if c.get("family") == family]
     if not mine:
         return ["_No headline claim configured._", ""]
@@ -322,7 +322,8 @@ def gca_section(out_path: Path, reduced_root: Path | None) -> list[str]:
 
 def build(root: Path, params: Path, out_path: Path, reduced_root: Path | None = None) -> str:
     """The report's markdown (module docstring)."""
-    from tasks.report import claims_section, load_cell_metrics
+    from tasks.report import load_cell_metrics
+    from tasks.report_claims import claims_section
     from veilbench.config import load_config
 
     cfg = load_config(params)

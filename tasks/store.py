@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from veilbench.io import (ARRAYS, MANIFEST, SEAL, TIMINGS, bundle_intact, read_json, read_sealed_json, write_json,
+from veilbench.io import (ARRAYS, MANIFEST, SEAL, TIMINGS, bundle_intact, read_json, read_sealed_json,
                           write_sealed_json)
 
 STORE_ENV = "VEILBENCH_STORE"
@@ -137,13 +137,13 @@ def materialize(entry: Path, stage: str, target: Path, identity: dict[str, Any],
             timings_target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(entry / TIMINGS, timings_target)
         return record
-    manifest = read_json(entry / MANIFEST)
+    manifest = {k: v for k, v in read_json(entry / MANIFEST).items() if k != SEAL}
     manifest.update(identity)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
     try:
         _link_or_copy(entry / ARRAYS, tmp / ARRAYS)
-        write_json(tmp / MANIFEST, manifest)
+        write_sealed_json(tmp / MANIFEST, manifest)
         if (entry / TIMINGS).is_file():
             shutil.copy2(entry / TIMINGS, tmp / TIMINGS)
         _replace_dir(tmp, target)

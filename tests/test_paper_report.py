@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +11,7 @@ import pytest
 from tasks.paper_report import DC_TABLE5, build
 from tasks.paper_reproduce import cpu_hours, record_run, selected_sweeps
 from tasks.sweep import summarise
+from veilbench.io import write_sealed_json
 
 ROOT = Path(__file__).resolve().parents[1]
 PARAMS = ROOT / "params.paper.yaml"
@@ -21,9 +21,9 @@ SEEDS = range(30)
 def _write(root: Path, sweep: str, cell: str, family: str, options: dict, per_seed: dict[int, dict[str, float]]) -> None:
     path = root / "reports" / "sweeps" / sweep / "cells" / f"{cell}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"dataset": "fmnist-unit", "method": options.get("method", options.get("mechanism", family)),
-                                "params": {"family_params": options}, "summary": summarise(per_seed),
-                                "per_seed": {str(s): m for s, m in per_seed.items()}}))
+    write_sealed_json(path, {"dataset": "fmnist-unit", "method": options.get("method", options.get("mechanism", family)),
+                             "params": {"family_params": options}, "summary": summarise(per_seed),
+                             "per_seed": {str(s): m for s, m in per_seed.items()}})
 
 
 def _around(mean: float, sd: float, seeds=SEEDS, name: str = "utility_accuracy", seed: int = 0) -> dict[int, dict]:

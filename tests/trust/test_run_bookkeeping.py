@@ -102,10 +102,12 @@ def test_a_recorded_stage_keeps_its_gitignore_entry_when_a_later_stage_fails(tmp
 
 
 def _failing_release(monkeypatch: pytest.MonkeyPatch, root: Path) -> list[int]:
-    """Make ScoreShield's release raise (a bug: deterministic) and remove the sweep's release output,
-    so its cell is computed; returns the list its calls are counted in."""
+    """Make ScoreShield's release raise (a bug: deterministic), remove the sweep's release output and
+    point the stage store at an empty folder, so its cell is computed; returns the list its calls are
+    counted in."""
     import shutil
 
+    from tasks.store import STORE_ENV
     from veilbench.families import get_family
 
     calls: list[int] = []
@@ -116,6 +118,7 @@ def _failing_release(monkeypatch: pytest.MonkeyPatch, root: Path) -> list[int]:
 
     monkeypatch.setattr(get_family("scoreshield"), "release", release)
     shutil.rmtree(root / "data" / "release" / SWEEP)
+    monkeypatch.setenv(STORE_ENV, str(root / "empty-store"))
     return calls
 
 

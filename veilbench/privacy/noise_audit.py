@@ -139,10 +139,13 @@ class NoiseAudit:
 
 def noise_arrays(entries: np.ndarray, sample_size: int = SAMPLE_SIZE) -> dict[str, np.ndarray]:
     """Release arrays of one group of independent noise entries ``entries`` (any shape, flattened):
-    ``dp_noise_sum_sq`` (1,), ``dp_noise_count`` (1,) and ``dp_noise_sample`` (1, min(k, sample_size))."""
+    ``dp_noise_sum_sq`` (1,), ``dp_noise_count`` (1,) and ``dp_noise_sample`` (1, min(k, sample_size)).
+
+    Σ eᵢ² is numpy's pairwise sum of the squares, not BLAS ``dot``, whose summation order (so its
+    last bits) depends on the number of BLAS threads."""
     e = check_array(entries, "entries").ravel()
     m = int(check_in_range(sample_size, "sample_size", 1, None))
-    return {"dp_noise_sum_sq": np.array([float(np.dot(e, e))]), "dp_noise_count": np.array([e.size], dtype=np.int64),
+    return {"dp_noise_sum_sq": np.array([float(np.sum(np.square(e)))]), "dp_noise_count": np.array([e.size], dtype=np.int64),
             "dp_noise_sample": e[:m].reshape(1, -1).copy()}
 
 
