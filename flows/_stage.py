@@ -13,33 +13,24 @@ from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows.dag import run_stage_dag
 from tasks.common import cell_threads, load_params, pinned_params, verify_snapshot  # noqa: F401 - cell_threads re-exported
+from tasks.paths import CELL_STAGES
 
 #: stage → (params section whose keys the stage iterates over, CLI option naming one key)
 STAGE_KEYS: dict[str, tuple[str, str]] = {
     "prepare": ("datasets", "dataset"),
     "embed": ("embeddings", "embedding"),
-    "release": ("sweeps", "sweep"),
-    "integrate": ("sweeps", "sweep"),
-    "attack": ("sweeps", "sweep"),
-    "evaluate": ("sweeps", "sweep"),
+    **{stage: ("sweeps", "sweep") for stage in CELL_STAGES},
 }
-
-
-#: Families whose cells never load torch, and for ScoreShield the one option value that makes a cell
-#: load it (its text Gram encodes sentences with sentence-transformers). A family not named here is
-#: taken to use torch (GCA's autoencoders).
-TORCH_FREE_FAMILIES = {"dc", "anchornoise", "scoreshield"}
-TORCH_OPTIONS = {"scoreshield": ("gram_source", "text")}
 
 
 def cells_use_torch(family: str, cells: Iterable[Mapping[str, Any]]) -> bool:
     """Whether any of ``cells`` (a sweep's cell options, :meth:`veilbench.config.SweepConfig.expand`)
-    of ``family`` may load torch: every family outside :data:`TORCH_FREE_FAMILIES`, and a cell of one
-    of them with its :data:`TORCH_OPTIONS` value."""
-    if family not in TORCH_FREE_FAMILIES:
-        return True
-    key, value = TORCH_OPTIONS.get(family, (None, None))
-    return key is not None and any(cell.get(key) == value for cell in cells)
+    of the registered ``family`` may load torch, as the family declares it
+    (:func:`veilbench.families.base.cells_use_torch`)."""
+    from veilbench.families import get_family
+    from veilbench.families.base import cells_use_torch as declared
+
+    return declared(get_family(family), cells)
 
 
 #: Embedding encoders that load torch (the sentence encoder runs sentence-transformers).
@@ -94,7 +85,8 @@ def single_threaded_blas(threads: int, torch_cells: bool = True) -> Iterator[Non
             torch.set_num_threads(previous)
     if torch is None and "torch" in sys.modules:
         raise RuntimeError("a cell loaded torch although flows._stage.stages_use_torch said none would, so it ran "
-                           "with torch's default thread count; declare it in TORCH_OPTIONS or TORCH_ENCODERS")
+                           "with torch's default thread count; declare it in the family's USES_TORCH or TORCH_OPTIONS "
+                           "(veilbench.families.base) or in TORCH_ENCODERS")
 
 
 def run_cell_stage(stage: str, sweeps: list[str], params_path: str | None) -> list[str]:

@@ -30,12 +30,13 @@ from rich.markup import escape
 from rich.table import Table
 
 from flows.errors import ErrorBoundary
+from veilbench.stages import PIPELINE_STAGES
 
 app = typer.Typer(help="veilbench: privacy-preserving representation sharing, measured.", no_args_is_help=True,
                   add_completion=False, cls=ErrorBoundary, pretty_exceptions_show_locals=False)
 console = Console(stderr=True, soft_wrap=True)  # no wrapping: messages hold paths and keys
 
-STAGES = ["prepare", "embed", "release", "integrate", "attack", "evaluate", "report"]
+STAGES = list(PIPELINE_STAGES)
 
 
 @app.callback()
@@ -190,8 +191,8 @@ def _dry_run(root: Path, stage: str | None, force: bool) -> None:
     """Print what ``run`` would do now: the stale stages (DVC's plan) and, for each cell stage whose
     inputs are already up to date, the cells it would compute (the others it reuses)."""
     from flows.pipeline import plan
-    from tasks.paths import CELL_STAGES
     from tasks.sweep import cells_to_compute, sweep_cells
+    from veilbench.stages import STAGES as CELL_STAGES
 
     needs = plan(root, [stage] if stage else None, force)
     if not needs:
