@@ -366,7 +366,7 @@ def compare(
         if metric and all_metrics:
             raise ValueError("--metric and --all: give metrics, or --all for every one, not both")
         result = comparison(sides, list(metric) if metric else None, _root(), headline=not (metric or all_metrics))
-    except (KeyError, ValueError) as exc:
+    except ValueError as exc:  # a bad side or metric, an unknown experiment (ValidationError), an edited record
         console.print(f"[red]error:[/red] {escape(str(exc.args[0]))}")
         raise typer.Exit(2) from None
     for line in result.warnings():

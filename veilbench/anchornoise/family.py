@@ -37,7 +37,7 @@ source). Assumptions (spec [assume] items, all configurable through :class:`Para
   the cell's training records with the cell's σ, r and seed, each output minus its best rigid
   fit of X; the metrics are the two residual variances (claim: both ≈ σ² less the fit's
   d(d+1)/2 degrees of freedom out of n·d) and the two-sample Kolmogorov–Smirnov statistic and
-  p-value between the residual entries (:func:`~veilbench.anchornoise.studies.data_noise_equivalence`).
+  p-value between the residual entries (:func:`~veilbench.anchornoise.equivalence.data_noise_equivalence`).
 
 Cross-family view (:class:`~veilbench.crossfamily.CrossFamilyArrays`): ``release`` emits the
 attack side, each participant's private upload Y_i rows (group = participant, index = row of the
@@ -62,11 +62,11 @@ from pydantic import Field, model_validator
 
 from veilbench.anchornoise.anchor import anchor_scale_value
 from veilbench.anchornoise.attacks import CollusionBundle, attack_name, run_attacks
+from veilbench.anchornoise.equivalence import data_noise_equivalence
 from veilbench.anchornoise.gpm import GeneralizedPowerMethod, rotation_error
 from veilbench.anchornoise.linkage import deduplicated_linkage
 from veilbench.anchornoise.mechanisms import ANALYST_STREAM, PARTITION_STREAM, TEST_SPLIT_STREAM, GDPMechanism
 from veilbench.anchornoise.participants import assign_participants, reduce_dimension
-from veilbench.anchornoise.studies import data_noise_equivalence
 from veilbench.crossfamily import CrossFamilyArrays, LinkageArrays, UtilityArrays
 from veilbench.families.base import FamilyParams, StageInputs, StageOutput
 from veilbench.metrics.advantage import error_advantage, success_advantage
