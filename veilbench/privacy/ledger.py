@@ -54,25 +54,6 @@ ADJACENCIES = ("", "record", "output", "client")
 """The neighbouring relations an entry may state ("" = not stated); see the module docstring."""
 
 
-def _check_budget(epsilon: float, delta: float, count: int, noise_multiplier: float | None, adjacency: str,
-                  record_noise_multiplier: float | None, epsilon_rdp: float | None) -> None:
-    """The checks every ledger figure passes (:class:`Release`, :class:`LedgerEntry`)."""
-    if int(count) != count or count < 1:
-        raise ValidationError(f"count: must be an integer ≥ 1, got {count}")
-    if not (epsilon > 0):
-        raise ValidationError(f"epsilon: must be > 0 (or inf for no privacy), got {epsilon}")
-    check_in_range(delta, "delta", 0.0, 1.0, high_inclusive=False)
-    if noise_multiplier is not None and not (math.isfinite(noise_multiplier) and noise_multiplier > 0):
-        raise ValidationError(f"noise_multiplier: must be a finite σ/Δ > 0 (or None), got {noise_multiplier}")
-    if adjacency not in ADJACENCIES:
-        raise ValidationError(f"adjacency: must be one of {list(ADJACENCIES)}, got {adjacency!r}")
-    z_rec = record_noise_multiplier
-    if z_rec is not None and not (math.isfinite(z_rec) and z_rec > 0):
-        raise ValidationError(f"record_noise_multiplier: must be a finite σ/Δ_record > 0 (or None), got {z_rec}")
-    if epsilon_rdp is not None and not epsilon_rdp > 0:
-        raise ValidationError(f"epsilon_rdp: must be > 0 (or None), got {epsilon_rdp}")
-
-
 def _optional(x: float | None) -> float | None:
     return None if x is None else float(x)
 
@@ -94,8 +75,21 @@ class Release:
     epsilon_rdp: float | None = None
 
     def __post_init__(self) -> None:
-        _check_budget(self.epsilon, self.delta, self.count, self.noise_multiplier, self.adjacency,
-                      self.record_noise_multiplier, self.epsilon_rdp)
+        if int(self.count) != self.count or self.count < 1:
+            raise ValidationError(f"count: must be an integer ≥ 1, got {self.count}")
+        if not (self.epsilon > 0):
+            raise ValidationError(f"epsilon: must be > 0 (or inf for no privacy), got {self.epsilon}")
+        check_in_range(self.delta, "delta", 0.0, 1.0, high_inclusive=False)
+        z = self.noise_multiplier
+        if z is not None and not (math.isfinite(z) and z > 0):
+            raise ValidationError(f"noise_multiplier: must be a finite σ/Δ > 0 (or None), got {z}")
+        if self.adjacency not in ADJACENCIES:
+            raise ValidationError(f"adjacency: must be one of {list(ADJACENCIES)}, got {self.adjacency!r}")
+        z_rec = self.record_noise_multiplier
+        if z_rec is not None and not (math.isfinite(z_rec) and z_rec > 0):
+            raise ValidationError(f"record_noise_multiplier: must be a finite σ/Δ_record > 0 (or None), got {z_rec}")
+        if self.epsilon_rdp is not None and not self.epsilon_rdp > 0:
+            raise ValidationError(f"epsilon_rdp: must be > 0 (or None), got {self.epsilon_rdp}")
         for name in ("noise_multiplier", "record_noise_multiplier", "epsilon_rdp"):  # plain floats, JSON-able
             object.__setattr__(self, name, _optional(getattr(self, name)))
         object.__setattr__(self, "epsilon", float(self.epsilon))
@@ -104,7 +98,8 @@ class Release:
 
     def entry(self, dataset: str, sweep: str, cell: str, seed: int, mechanism: str) -> LedgerEntry:
         """This release as the ledger entry of ``cell`` and ``seed`` of ``sweep`` on ``dataset``."""
-        return LedgerEntry(dataset, sweep, cell, int(seed), mechanism, **asdict(self))
+        return LedgerEntry(dataset, sweep, cell, int(seed), mechanism, **{f.name: getattr(self, f.name)
+                                                                          for f in fields(Release)})
 
     def metrics(self) -> dict[str, float]:
         """The budget as the stage's record columns: ``dp_epsilon``, ``dp_delta``, ``dp_releases``
@@ -120,25 +115,21 @@ class Release:
 
 
 @dataclass(frozen=True)
-class LedgerEntry:
-    """``count`` (ε, δ)-DP releases of ``dataset``; Gaussian ones with noise multiplier z = σ/Δ."""
+class _Origin:
+    """Where a release was made: the data set, and the sweep, cell, seed and method that made it."""
 
     dataset: str
     sweep: str
     cell: str
     seed: int
     mechanism: str
-    epsilon: float
-    delta: float
-    count: int = 1
-    noise_multiplier: float | None = None
-    adjacency: str = ""
-    record_noise_multiplier: float | None = None
-    epsilon_rdp: float | None = None
 
-    def __post_init__(self) -> None:
-        _check_budget(self.epsilon, self.delta, self.count, self.noise_multiplier, self.adjacency,
-                      self.record_noise_multiplier, self.epsilon_rdp)
+
+@dataclass(frozen=True)
+class LedgerEntry(Release, _Origin):
+    """``count`` (ε, δ)-DP releases of ``dataset`` (a :class:`Release`, checked as one) made by
+    ``cell`` and ``seed`` of ``sweep``; Gaussian ones with noise multiplier z = σ/Δ. Fields in order:
+    ``dataset, sweep, cell, seed, mechanism`` then those of :class:`Release`."""
 
     @property
     def delta_achieved(self) -> float:
