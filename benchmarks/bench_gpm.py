@@ -42,7 +42,7 @@ import numpy as np  # noqa: E402
 
 from veilbench.anchornoise.alternating import AlternatingProcrustes  # noqa: E402
 from veilbench.anchornoise.gpm import DENSE_EIG_MAX, OMEGA_MAX, GeneralizedPowerMethod  # noqa: E402
-from veilbench.anchornoise.studies import synthetic_anchor_uploads  # noqa: E402
+from veilbench.anchornoise.mechanisms import synthetic_anchor_uploads  # noqa: E402
 from veilbench.io import write_json  # noqa: E402
 
 FULL = dict(m=(2, 4, 8, 16), r=(100, 200, 400), d=(16, 64), v_rel=(0.035, 0.07, 0.14), max_iter=500)

@@ -13,33 +13,24 @@ from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows.dag import run_stage_dag
 from tasks.common import cell_threads, load_params, pinned_params, verify_snapshot  # noqa: F401 - cell_threads re-exported
+from tasks.paths import CELL_STAGES
 
 #: stage → (params section whose keys the stage iterates over, CLI option naming one key)
 STAGE_KEYS: dict[str, tuple[str, str]] = {
     "prepare": ("datasets", "dataset"),
     "embed": ("embeddings", "embedding"),
-    "release": ("sweeps", "sweep"),
-    "integrate": ("sweeps", "sweep"),
-    "attack": ("sweeps", "sweep"),
-    "evaluate": ("sweeps", "sweep"),
+    **{stage: ("sweeps", "sweep") for stage in CELL_STAGES},
 }
-
-
-#: Families whose cells never load torch, and for ScoreShield the one option value that makes a cell
-#: load it (its text Gram encodes sentences with sentence-transformers). A family not named here is
-#: taken to use torch (GCA's autoencoders).
-TORCH_FREE_FAMILIES = {"dc", "anchornoise", "scoreshield"}
-TORCH_OPTIONS = {"scoreshield": ("gram_source", "text")}
 
 
 def cells_use_torch(family: str, cells: Iterable[Mapping[str, Any]]) -> bool:
     """Whether any of ``cells`` (a sweep's cell options, :meth:`veilbench.config.SweepConfig.expand`)
-    of ``family`` may load torch: every family outside :data:`TORCH_FREE_FAMILIES`, and a cell of one
-    of them with its :data:`TORCH_OPTIONS` value."""
-    if family not in TORCH_FREE_FAMILIES:
-        return True
-    key, value = TORCH_OPTIONS.get(family, (None, None))
-    return key is not None and any(cell.get(key) == value for cell in cells)
+    of the registered ``family`` may load torch, as the family declares it
+    (:func:`veilbench.families.base.cells_use_torch`)."""
+    from veilbench.families import get_family
+    from veilbench.families.base import cells_use_torch as declared
+
+    return declared(get_family(family), cells)
 
 
 #: Embedding encoders that load torch (the sentence encoder runs sentence-transformers).
@@ -94,7 +85,8 @@ def single_threaded_blas(threads: int, torch_cells: bool = True) -> Iterator[Non
             torch.set_num_threads(previous)
     if torch is None and "torch" in sys.modules:
         raise RuntimeError("a cell loaded torch although flows._stage.stages_use_torch said none would, so it ran "
-                           "with torch's default thread count; declare it in TORCH_OPTIONS or TORCH_ENCODERS")
+                           "with torch's default thread count; declare it in the family's USES_TORCH or TORCH_OPTIONS "
+                           "(veilbench.families.base) or in TORCH_ENCODERS")
 
 
 def run_cell_stage(stage: str, sweeps: list[str], params_path: str | None) -> list[str]:
@@ -104,27 +96,16 @@ def run_cell_stage(stage: str, sweeps: list[str], params_path: str | None) -> li
     return [str(results[f"{stage}@{sw}"]) for sw in sweeps]
 
 
-def _threads_at_import() -> int:
-    """:func:`cell_threads` for a flow's task runner, made when its module is imported: a bad
-    ``$VEILBENCH_CELL_THREADS`` is reported by the entry point (:func:`main`, ``veilbench run``)
-    before any flow runs, as one line naming the variable, not as a traceback of the import."""
-    from veilbench.validation import UsageError
-
-    try:
-        return cell_threads()
-    except UsageError:
-        return 2
-
-
 def make_stage_flow(stage: str, stage_task: Any = None) -> Callable[..., list[str]]:
     """A flow running one stage for the given keys (default: every key of the stage's section):
     ``stage_task`` per dataset/embedding for prepare and embed, the sweep cell tasks otherwise.
 
     Cells run :func:`cell_threads` at a time in worker threads (MLflow keeps the active run per
     thread; cells of every family run concurrently, see :mod:`veilbench.families.base`),
-    each with single-threaded BLAS; ``flows.benchmark --workers N`` runs them in Dask processes."""
+    each with single-threaded BLAS; ``flows.benchmark --workers N`` runs them in Dask processes.
+    The flow's pool of threads is made when it runs (:func:`main`: ``with_options``), sized by
+    :func:`cell_threads` then."""
     section, _ = STAGE_KEYS[stage]
-    threads = _threads_at_import()
 
     def run_name() -> str:
         from prefect.runtime import flow_run
@@ -132,7 +113,7 @@ def make_stage_flow(stage: str, stage_task: Any = None) -> Callable[..., list[st
         keys = flow_run.parameters.get("keys")
         return f"{stage}@{','.join(keys)}" if keys else f"{stage} (all {section})"
 
-    @flow(name=stage, flow_run_name=run_name, log_prints=True, task_runner=ThreadPoolTaskRunner(max_workers=threads))
+    @flow(name=stage, flow_run_name=run_name, log_prints=True)
     def stage_flow(keys: list[str] | None = None, params_path: str | None = None) -> list[str]:
         cfg = load_params(params_path)
         names = keys or list(getattr(cfg, section))
@@ -167,7 +148,8 @@ def main(stage: str, stage_flow: Callable[..., list[str]], argv: list[str] | Non
             cell_threads()
             if argv is None:  # a process of its own (dvc repro): the project's shared server unless one is set
                 use_shared_server(f"flows.{stage}", sys.argv[1:])
-            stage_flow(keys=args.keys, params_path=args.params)
+            runner = ThreadPoolTaskRunner(max_workers=cell_threads())
+            stage_flow.with_options(task_runner=runner)(keys=args.keys, params_path=args.params)
             verify_snapshot()  # DVC records the params file as it is after this process: the one it read
 
     return run_entry(body)

@@ -54,13 +54,16 @@ def _flow_run_name() -> str:
     return f"benchmark {Path(p.get('params_path') or 'params.yaml').name}" + (f" [{', '.join(sweeps)}]" if sweeps else "")
 
 
-@flow(name="benchmark", flow_run_name=_flow_run_name, log_prints=True, task_runner=ThreadPoolTaskRunner(max_workers=1))
+@flow(name="benchmark", flow_run_name=_flow_run_name, log_prints=True)
 def benchmark(params_path: str | None = None, sweeps: list[str] | None = None, root: str | None = None,
               thread_workers: int | None = 1, progress: Any = None) -> str:
     """Run every stage for the configured (or the named) sweeps and rebuild the report, reading
     and writing under ``root`` (default: the workspace, :func:`tasks.paths.repo_root`);
     ``thread_workers``: the thread pool's size, None under Dask; ``progress``: a
-    :class:`tasks.progress.RunProgress` told of every stage and cell."""
+    :class:`tasks.progress.RunProgress` told of every stage and cell. Its task runner is made for
+    each run (:func:`run_benchmark`: :func:`task_runner`); called as it is, the flow runs on
+    Prefect's default thread pool, with at most :data:`flows.dag.QUEUE_DEPTH` × ``thread_workers``
+    tasks in flight."""
     cfg = load_params(params_path, Path(root) if root else None)
     graph = stage_graph(cfg, sweeps or list(cfg.sweeps))
     callbacks = {} if progress is None else {"on_start": progress.stage_started, "on_done": progress.stage_done,

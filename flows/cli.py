@@ -31,12 +31,13 @@ from rich.markup import escape
 from rich.table import Table
 
 from flows.errors import ErrorBoundary
+from veilbench.stages import PIPELINE_STAGES
 
 app = typer.Typer(help="veilbench: privacy-preserving representation sharing, measured.", no_args_is_help=True,
                   add_completion=False, cls=ErrorBoundary, pretty_exceptions_show_locals=False)
 console = Console(stderr=True, soft_wrap=True)  # no wrapping: messages hold paths and keys
 
-STAGES = ["prepare", "embed", "release", "integrate", "attack", "evaluate", "report"]
+STAGES = list(PIPELINE_STAGES)
 
 
 @app.callback()
@@ -195,8 +196,8 @@ def _dry_run(root: Path, targets: list[str] | None, force: bool) -> None:
     """Print what ``run`` would do now: the stale stages (DVC's plan) and, for each cell stage whose
     inputs are already up to date, the cells it would compute (the others it reuses)."""
     from flows.pipeline import plan
-    from tasks.paths import CELL_STAGES
     from tasks.sweep import cells_to_compute, sweep_cells
+    from veilbench.stages import STAGES as CELL_STAGES
 
     needs = plan(root, targets, force)
     if not needs:
@@ -398,7 +399,7 @@ def compare(
         if metric and all_metrics:
             raise ValueError("--metric and --all: give metrics, or --all for every one, not both")
         result = comparison(sides, list(metric) if metric else None, _root(), headline=not (metric or all_metrics))
-    except (KeyError, ValueError) as exc:
+    except ValueError as exc:  # a bad side or metric, an unknown experiment (ValidationError), an edited record
         console.print(f"[red]error:[/red] {escape(str(exc.args[0]))}")
         raise typer.Exit(2) from None
     for line in result.warnings():

@@ -44,7 +44,7 @@ from typing import Any
 from prefect import flow
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from flows._stage import _threads_at_import, cell_threads, single_threaded_blas, stages_use_torch
+from flows._stage import cell_threads, single_threaded_blas, stages_use_torch
 from flows.dag import run_stage_dag
 from flows.interrupt import Interrupt
 from tasks.common import load_params, verify_snapshot
@@ -107,15 +107,20 @@ class PlannedRun:
         if self.progress is not None:
             self.progress.stage_done(address)
 
-    @flow(name="pipeline", task_runner=ThreadPoolTaskRunner(max_workers=_threads_at_import()))
     def execute(self) -> list[str]:
-        """Run the planned stages; returns their DVC addresses in the order they finished."""
-        p = self.progress
-        with single_threaded_blas(cell_threads(), stages_use_torch(load_params(), self.needs)):
-            run_stage_dag(self.needs, on_start=self.start, on_done=self.record,
-                          on_cells=None if p is None else p.stage_cells, on_cell=None if p is None else p.cell_done,
-                          workers=cell_threads())
-        return self.executed
+        """Run the planned stages as one ``pipeline`` flow on a pool of :func:`cell_threads` threads
+        (made for this run); returns their DVC addresses in the order they finished."""
+        threads = cell_threads()
+
+        def pipeline() -> list[str]:
+            p = self.progress
+            with single_threaded_blas(threads, stages_use_torch(load_params(), self.needs)):
+                run_stage_dag(self.needs, on_start=self.start, on_done=self.record,
+                              on_cells=None if p is None else p.stage_cells, on_cell=None if p is None else p.cell_done,
+                              workers=threads)
+            return self.executed
+
+        return flow(name="pipeline", task_runner=ThreadPoolTaskRunner(max_workers=threads))(pipeline)()
 
     def flush(self) -> None:
         """Write the ``dvc.lock`` entries of the stages recorded since the last flush, one write per

@@ -12,14 +12,21 @@ same way). Importing ``a.b.c`` also runs ``a/__init__.py`` and ``a/b/__init__.py
 
 Modules that decide *where* and *how* results are logged or read, but not *what* they are, are left
 out (:data:`NOT_RESULT_CODE`): the MLflow logging, progress display, paths and the environment
-variables a run pins for its stages (:mod:`tasks.environment`), and the parsing of
-``params.yaml`` (:mod:`veilbench.config`, :mod:`tasks.common`), whose product, the resolved options of
-each cell, is itself hashed into every input key and listed as the stages' DVC ``params``. So editing
-the logging or the params schema does not recompute every cell.
+variables a run pins for its stages (:mod:`tasks.environment`), the parsing of ``params.yaml``
+(:mod:`veilbench.config`, :mod:`tasks.common`), whose product, the resolved options of each cell,
+is itself hashed into every input key and listed as the stages' DVC ``params``, and this module,
+which computes the keys. So editing the logging or the params schema does not recompute every cell.
 
 The closure is used twice: :func:`code_digest` hashes it into every cell's input key, and
 ``python -m tasks.codedeps --write`` writes it into the stages' ``deps`` in ``dvc.yaml`` (a test
 checks that the two agree, so a new import cannot leave DVC saying "up to date" on stale outputs).
+
+:func:`code_digest` hashes what the code *does*, not how it is written down: each file's syntax
+tree with every docstring and every other bare string statement removed (comments are not in the
+tree; nor are blank lines, line breaks or spacing), serialised field by field with empty and
+``None`` fields left out (:func:`canonical_source`, the same text whichever supported Python
+version parses it). So a docstring or comment edit recomputes no cell, and any change to a
+statement, an expression, a literal or a name recomputes the cells that run it.
 In ``dvc.yaml`` a cell stage lists ``veilbench/${item.family}`` plus what any family's closure
 needs outside its own package, so a module shared by two families is a dependency of both.
 """
@@ -34,6 +41,8 @@ import threading
 from functools import lru_cache
 from pathlib import Path
 
+from veilbench.stages import STAGES as CELL_STAGES
+
 #: Held while a closure is read from the syntax trees: ``ast.parse`` is not thread-safe in CPython 3.11
 #: (two threads parsing at once can fail with ``SystemError: AST constructor recursion depth mismatch``),
 #: and cells of several stages start in worker threads. :func:`tasks.sweep.begin_stage` also computes
@@ -45,9 +54,8 @@ PROJECT_PACKAGES = ("veilbench", "tasks")
 
 #: Where results are logged, shown or read from, not what they are: never part of a closure.
 NOT_RESULT_CODE = frozenset({"tasks/tracking.py", "tasks/progress.py", "tasks/paths.py", "tasks/__init__.py",
-                             "tasks/common.py", "tasks/environment.py", "veilbench/config.py"})
+                             "tasks/common.py", "tasks/environment.py", "veilbench/config.py", "tasks/codedeps.py"})
 
-CELL_STAGES = ("release", "integrate", "attack", "evaluate")
 FILE_STAGES = {"prepare": ("tasks/prepare.py",), "embed": ("tasks/embed.py",),
                "report": ("tasks/report.py", "tasks/crossfamily_report.py")}
 
@@ -142,13 +150,54 @@ def stage_closure(stage: str, family: str | None = None) -> frozenset[str]:
     return closure(modules)
 
 
+def _is_bare_string(node: ast.AST) -> bool:
+    """A statement that is only a string: a docstring, or an attribute's docstring below it."""
+    return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+
+
+def canonical_source(node: ast.AST) -> str:
+    """``node`` as text: its type and its fields in order, recursively, without bare string
+    statements (:func:`_is_bare_string`) and without fields that are empty or ``None`` (newer
+    Pythons add empty ones, e.g. ``type_params``); positions (line, column) are not fields."""
+    parts = []
+    for name, value in ast.iter_fields(node):
+        if isinstance(value, list):
+            items = [v for v in value if not _is_bare_string(v)]
+            if items:
+                parts.append(f"{name}=[{','.join(_item(v) for v in items)}]")
+        elif value is not None:
+            parts.append(f"{name}={_item(value)}")
+    return f"{type(node).__name__}({','.join(parts)})"
+
+
+def _item(value: object) -> str:
+    return canonical_source(value) if isinstance(value, ast.AST) else repr(value)
+
+
+#: SHA-256 of a file's bytes → SHA-256 of its :func:`canonical_source`: each version of a file is
+#: parsed once per process.
+_FILE_DIGESTS: dict[bytes, str] = {}
+
+
+def file_digest(path: Path) -> str:
+    """SHA-256 of the :func:`canonical_source` of the Python file ``path``."""
+    data = path.read_bytes()
+    key = hashlib.sha256(data).digest()
+    if key not in _FILE_DIGESTS:
+        with _PARSE_LOCK:
+            tree = ast.parse(data, filename=str(path))
+            _FILE_DIGESTS[key] = hashlib.sha256(canonical_source(tree).encode()).hexdigest()
+    return _FILE_DIGESTS[key]
+
+
 def code_digest(family: str, stage: str = "release") -> str:
-    """SHA-256 over the path and bytes of every file in the code closure of ``family``'s ``stage``."""
+    """SHA-256 over the path and :func:`file_digest` of every file in the code closure of
+    ``family``'s ``stage``: a docstring or comment edit leaves it unchanged (module docstring)."""
     root = project_root()
     h = hashlib.sha256()
     for rel in sorted(stage_closure(stage, family)):
         h.update(rel.encode())
-        h.update((root / rel).read_bytes())
+        h.update(file_digest(root / rel).encode())
     return h.hexdigest()
 
 

@@ -25,6 +25,7 @@ from typing import Any
 from tasks.paths import repo_root
 from tasks.tracking import file_sha, latest_cell_runs, tracking_uri, verify_run_metrics
 from veilbench.io import atomic_write_text
+from veilbench.validation import ValidationError
 
 
 @dataclass(frozen=True)
@@ -109,8 +110,8 @@ def comparison(sides: list[Side | str], metrics: list[str] | None = None, root: 
     """The evaluate metrics of each (sweep, cell) on each side (a string is an experiment name);
     ``headline``: only each family's headline metrics (module docstring; ``metrics`` then unused).
 
-    Raises ``KeyError`` naming experiments that do not exist and ``ValueError`` when two sides
-    share a label or a run's metrics no longer match the digest logged with them
+    Raises :class:`~veilbench.validation.ValidationError` naming experiments that do not exist and
+    ``ValueError`` when two sides share a label or a run's metrics no longer match the digest logged with them
     (:func:`tasks.tracking.verify_run_metrics`)."""
     import pandas as pd
 
@@ -125,7 +126,7 @@ def comparison(sides: list[Side | str], metrics: list[str] | None = None, root: 
     named = sorted({e for s in sides for e in (s.experiments or ())})
     missing_exp = [e for e in named if client.get_experiment_by_name(e) is None]
     if missing_exp:
-        raise KeyError(f"experiment: no MLflow experiment named {missing_exp} in {uri}")
+        raise ValidationError(f"experiment: no MLflow experiment named {missing_exp} in {uri}")
     all_ids = [e.experiment_id for e in client.search_experiments()]
     rows: list[dict[str, Any]] = []
     keys: dict[str, set[tuple[str, str]]] = {}

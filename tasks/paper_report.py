@@ -15,7 +15,7 @@
 * the CPU hours of each sweep's runs and every difference from the paper in one line.
 
 The GCA section is :func:`gca_section`: a reduced GCA cell from ``--reduced-root``
-(:mod:`tasks.paper_reduced`) when there is one, else the GCA section of the existing ``--out`` file,
+(:mod:`flows.paper_reduced`) when there is one, else the GCA section of the existing ``--out`` file,
 kept as it is (GCA's full sweeps are run separately).
 """
 
@@ -295,7 +295,7 @@ def claim_lines(records: list[dict[str, Any]], family: str) -> list[str]:
 
 
 def gca_section(out_path: Path, reduced_root: Path | None) -> list[str]:
-    """GCA's section: a reduced cell of ``reduced_root`` (``timings.json`` of :mod:`tasks.paper_reduced`)
+    """GCA's section: a reduced cell of ``reduced_root`` (``timings.json`` of :mod:`flows.paper_reduced`)
     when there is one, else the ``## gca`` section of the file at ``out_path``, unchanged."""
     timings = reduced_root / "timings.json" if reduced_root else None
     if timings is not None and timings.is_file() and "gca" in json.loads(timings.read_text()):

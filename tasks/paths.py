@@ -13,7 +13,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-CELL_STAGES = ("release", "integrate", "attack", "evaluate")
+from veilbench.stages import PIPELINE_STAGES  # noqa: F401 - re-exported: the pipeline's one stage list
+from veilbench.stages import STAGES as CELL_STAGES
 
 
 def experiment_workspace() -> Path | None:

@@ -44,6 +44,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO, TypeVar
 
+from veilbench.stages import STAGES as CELL_STAGES
+
 T = TypeVar("T")
 
 
@@ -88,8 +90,6 @@ def past_cell_seconds(root: Path, address: str, cell: str) -> float | None:
 #: Most seconds between two progress lines when the display is not live (output piped).
 HEARTBEAT_S = 30.0
 
-#: The stages whose instances are cell stages (:data:`tasks.paths.CELL_STAGES`).
-_CELL_KINDS = ("release", "integrate", "attack", "evaluate")
 
 
 def _plan(root: Path, params_path: str | Path | None) -> dict[str, tuple[str, list[str], int]]:
@@ -251,7 +251,7 @@ class RunProgress:
         are unknown."""
         out = [(a, c) for a, cells in self.cells.items() for c in cells if c not in self.outcomes.get(a, {})]
         for a in self.stages:
-            if a not in self.cells and a not in self.done and a.partition("@")[0] in _CELL_KINDS:
+            if a not in self.cells and a not in self.done and a.partition("@")[0] in CELL_STAGES:
                 cells = self._planned_cells(a)
                 if cells is None:
                     return None
@@ -318,7 +318,7 @@ class RunProgress:
         """``… 340/788 cells done, 12/74 stages; elapsed …, ETA …`` (the periodic line when piped)."""
         cells, computed, reused = self.counts()
         planned = cells + sum(len(self.plan[a.partition("@")[2]][1]) for a in self.stages
-                              if a not in self.cells and a.partition("@")[0] in _CELL_KINDS
+                              if a not in self.cells and a.partition("@")[0] in CELL_STAGES
                               and a.partition("@")[2] in self.plan)
         return (f"… {computed + reused}/{planned} cells done ({computed} computed), {len(self.done)}/{len(self.stages)} "
                 f"stages; elapsed {duration(time.monotonic() - self.t0)}, ETA {self._eta_text(self.eta())}")

@@ -26,6 +26,7 @@ import json
 import math
 import shutil
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,9 +42,10 @@ from tasks.store import key_lock, lookup, materialize, put, store_dir
 from tasks.tracking import (close_parent_run, computed_run_id, fail_interrupted_runs, fail_parent_run, log_cell_metrics,
                             open_parent_run, params_file_tags, parent_run_id, per_seed_csv, stage_run)
 from veilbench.config import Config, SweepConfig
-from veilbench.crossfamily import crossfamily_metrics
 from veilbench.checkpoints import RoundCheckpoints
+from veilbench.crossfamily import CrossFamilyArrays, crossfamily_metrics
 from veilbench.families import get_family
+from veilbench.families.base import method_of
 from veilbench.io import (ARRAYS, MANIFEST, TIMINGS, bundle_intact, read_bundle, read_json, read_manifest,
                           read_sealed_json, read_verified_json, write_bundle, write_json, write_sealed_json)
 from veilbench.validation import UsageError
@@ -103,13 +105,6 @@ def summarise(per_seed: dict[int, dict[str, float]]) -> dict[str, dict[str, floa
         half = float(t.ppf(0.975, vals.size - 1) * np.std(vals, ddof=1) / math.sqrt(vals.size)) if vals.size > 1 else 0.0
         out[name] = {"mean": mean, "ci95": half if math.isfinite(half) else 0.0, "n": int(vals.size)}
     return out
-
-
-def _method(options: dict[str, Any], family: str) -> str:
-    for key in ("mechanism", "method", "protocol", "integration"):
-        if key in options:
-            return str(options[key])
-    return family
 
 
 @dataclass
@@ -182,7 +177,8 @@ def run_cell(stage: str, sweep: str, cell: str, params_path: str | Path | None =
     params = {"sweep": sweep, "cell": cell, "family": scfg.family, "embedding": scfg.embedding,
               "seeds": scfg.seeds, "family_params": fparams.model_dump(), "embedding_config": ecfg.model_dump()}
     tags = {"sweep": sweep, "cell": cell, "family": scfg.family, "dataset": ecfg.dataset,
-            "embedding": scfg.embedding, "method": _method(options, scfg.family), "seeds": ",".join(map(str, scfg.seeds)),
+            "embedding": scfg.embedding, "method": method_of(ctx.family, scfg.family, options),
+            "seeds": ",".join(map(str, scfg.seeds)),
             "run_kind": "cell", "input_key": input_key, "reused": "false", **params_file_tags(params_path, root)}
     experiment = ctx.cfg.tracking.experiment
     parent = parent_run_id(experiment, stage, sweep, root)
@@ -230,6 +226,7 @@ def _compute_cell(ctx: _StageContext, cell: str, fparams: Any, reads: StageReads
         info: dict[str, Any] = {}
         timings: dict[str, dict[str, float]] = {}
         measured: dict[int, dict[str, float]] = {}  # the stage function's own timings (e.g. a fit's seconds)
+        ledger: list[dict[str, Any]] = []  # the DP releases of every seed (release: the sweep's privacy ledger)
         resumable = stage in getattr(ctx.family, "RESUMABLE_STAGES", ())
         for seed in scfg.seeds:
             inputs = dict(base)
@@ -239,17 +236,19 @@ def _compute_cell(ctx: _StageContext, cell: str, fparams: Any, reads: StageReads
             extra = {"checkpoints": RoundCheckpoints(checkpoint_dir(root, stage, sweep, cell) / input_key[:16]
                                                      / f"seed{seed}")} if resumable else {}
             result = stage_fn(*stage_view(inputs, fparams, reads, where), seed, **extra)
+            per_seed[seed] = result.saved_metrics()
             if stage == "evaluate":  # the cross-family view: one attack and one utility for every family
-                xfam = {k: v for s in CELL_STAGES[:-1] for k, v in inputs.get(s, {}).items() if k.startswith("xfam_")}
-                result.metrics.update(crossfamily_metrics(xfam, seed))
-            arrays.update({f"s{seed}__{k}": v for k, v in result.arrays.items()})
-            per_seed[seed] = {k: float(v) for k, v in result.metrics.items()}
+                view = CrossFamilyArrays.from_stages(inputs[s] for s in CELL_STAGES[:-1] if s in inputs)
+                per_seed[seed].update(crossfamily_metrics(view, seed))
+            arrays.update({f"s{seed}__{k}": v for k, v in result.saved_arrays().items()})
+            ledger += [r.entry(ecfg.dataset, sweep, cell, seed, tags["method"]).as_dict() for r in result.ledger]
             info[str(seed)] = result.info
             timings[str(seed)] = {**result.timings, "seconds": time.perf_counter() - t0, "started": round(started, 3)}
             measured[seed] = {k: float(v) for k, v in result.timings.items()}
         summary = summarise(per_seed)
         record = {"stage": stage, "sweep": sweep, "cell": cell, "input_key": input_key, "seeds": scfg.seeds,
-                  "params": params, "info": info, "per_seed": {str(s): m for s, m in per_seed.items()}}
+                  "params": params, "info": info, "per_seed": {str(s): m for s, m in per_seed.items()},
+                  **({"ledger": ledger} if ledger else {})}
         if stage == "evaluate":
             write_sealed_json(existing, {**record, "dataset": ecfg.dataset, "method": tags["method"], "summary": summary})
             write_json(timings_path(root, stage, sweep, cell), {"per_seed": timings})
@@ -318,11 +317,6 @@ def _reusable_record(stage: str, existing: Path, input_key: str) -> dict[str, An
     return record if record is not None and record.get("input_key") == input_key else None
 
 
-def _reusable(stage: str, existing: Path, input_key: str) -> bool:
-    """True when :func:`_reusable_record` finds an intact record made from ``input_key``."""
-    return _reusable_record(stage, existing, input_key) is not None
-
-
 def _read_mapping(path: Path) -> dict[str, Any] | None:
     """The JSON mapping at ``path``, or ``None`` when it cannot be read."""
     try:
@@ -356,8 +350,7 @@ def finish_stage(stage: str, sweep: str, outcomes: dict[str, str], params_path: 
             "computed": [c for c in ctx.cells if outcomes.get(c) == "computed"],
             "reused": [c for c in ctx.cells if outcomes.get(c) == "reused"]})
         if stage == "release":
-            write_sealed_json(ctx.out_root / LEDGER, {"entries": _ledger_entries(ctx.out_root, sweep, ctx.dataset,
-                                                                                 ctx.cells)})
+            write_sealed_json(ctx.out_root / LEDGER, {"entries": ledger_entries(ctx.out_root, ctx.cells)})
         out = ctx.out_root
     # the sweep's own files (summary metrics, sweep.json, ledger, figures) go on the parent run
     close_parent_run(ctx.cfg.tracking.experiment, stage, sweep, {c: outcomes.get(c, "") for c in ctx.cells},
@@ -385,28 +378,12 @@ def run_sweep_stage(stage: str, sweep: str, params_path: str | Path | None = Non
     return finish_stage(stage, sweep, outcomes, params_path, root)
 
 
-def _ledger_entries(out_root: Path, sweep: str, dataset: str, cells: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """One privacy-ledger entry per (cell, seed) whose release reported ``dp_epsilon``/``dp_delta``, the
-    budget of each release, and optionally: ``dp_releases`` (the number of separate releases at that
-    budget, default 1), ``dp_noise_multiplier`` (σ/Δ of each release when it is Gaussian),
-    ``dp_record_noise_multiplier`` (the same σ over the record-level sensitivity, for an output-adjacency
-    release), ``dp_epsilon_rdp`` (the cell's RDP accountant's ε for all its releases) and, in the seed's
-    ``info``, ``dp_adjacency`` (:data:`veilbench.privacy.ledger.ADJACENCIES`)."""
-    from veilbench.privacy.ledger import LedgerEntry
-
-    entries = []
-    for cell, options in cells.items():
-        manifest = read_manifest(out_root / cell)
-        for seed, metrics in manifest["per_seed"].items():
-            if "dp_epsilon" in metrics:
-                info = (manifest.get("info") or {}).get(seed) or {}
-                entries.append(LedgerEntry(dataset, sweep, cell, int(seed), _method(options, manifest["params"]["family"]),
-                                           float(metrics["dp_epsilon"]), float(metrics.get("dp_delta", 0.0)),
-                                           int(metrics.get("dp_releases", 1)),
-                                           metrics.get("dp_noise_multiplier"), str(info.get("dp_adjacency", "")),
-                                           metrics.get("dp_record_noise_multiplier"),
-                                           metrics.get("dp_epsilon_rdp")).as_dict())
-    return entries
+def ledger_entries(out_root: Path, cells: Iterable[str]) -> list[dict[str, Any]]:
+    """The privacy-ledger entries (:meth:`veilbench.privacy.ledger.LedgerEntry.as_dict`) the release
+    cells ``cells`` under ``out_root`` recorded, in cell order, each cell's in seed order: one per
+    release a seed's stage function stated (:attr:`veilbench.families.base.StageOutput.ledger`),
+    with the cell's dataset, sweep, name, seed and method (:func:`run_cell`)."""
+    return [entry for cell in cells for entry in read_manifest(out_root / cell).get("ledger", [])]
 
 
 def _remove_temporaries(out_root: Path) -> None:

@@ -258,12 +258,10 @@ def seed_prefect_home(root: Path, migrated: Path) -> Path:
 
 
 def _build_tiny_run(folder: Path, migrated_mlflow_db: Path) -> None:
-    from tasks.attack import attack
     from tasks.embed import embed
-    from tasks.evaluate import evaluate
-    from tasks.integrate import integrate
     from tasks.prepare import prepare
-    from tasks.release import release
+    from tasks.sweep import run_sweep_stage
+    from veilbench.stages import STAGES
 
     root = folder / "root"
     root.mkdir()
@@ -275,8 +273,8 @@ def _build_tiny_run(folder: Path, migrated_mlflow_db: Path) -> None:
     prepare("digits", root=root)
     embed("digits-pca", root=root)
     for sweep in ("ss", "ss-identity"):
-        for stage in (release, integrate, attack, evaluate):
-            stage(sweep, root=root)
+        for stage in STAGES:
+            run_sweep_stage(stage, sweep, root=root)
 
 
 def tiny_run(folder: Path, migrated_mlflow_db: Path) -> Path:

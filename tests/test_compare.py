@@ -109,6 +109,19 @@ def test_cli_rejects_missing_experiment_and_mixed_sides(store: Path) -> None:
     assert result.exit_code == 2
 
 
+def test_cli_reports_a_key_error_as_a_bug_not_a_user_error(store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only user errors exit 2 with a bare message: a ``KeyError`` inside the comparison (a missing
+    tag, say) is a bug, reported with its type and exit status 1 (:mod:`flows.errors`)."""
+    import tasks.compare
+
+    def broken(*args, **kwargs):
+        raise KeyError("cell")
+
+    monkeypatch.setattr(tasks.compare, "comparison", broken)
+    result = CliRunner().invoke(app, ["compare", "-e", "exp-a", "-e", "exp-b"], env={"VEILBENCH_ROOT": str(store)})
+    assert result.exit_code == 1 and "KeyError" in result.stderr, result.stderr
+
+
 def test_cli_compares_git_revisions(store: Path) -> None:
     result = CliRunner().invoke(app, ["compare", "--rev", COMMIT_A, "--rev", COMMIT_B, "--out", str(store / "cmp")],
                                 env={"VEILBENCH_ROOT": str(store)})

@@ -9,6 +9,9 @@ import pytest
 
 from veilbench.crossfamily import (
     ARRAYS,
+    CrossFamilyArrays,
+    LinkageArrays,
+    UtilityArrays,
     control_linkage,
     crossfamily_metrics,
     leaked_pair_linkage,
@@ -43,6 +46,11 @@ def _arrays(seed: int = 0) -> dict[str, np.ndarray]:
     return {"xfam_attack_rep": rep, "xfam_attack_group": group, "xfam_attack_index": index, "xfam_pool": pool,
             "xfam_utility_rep_train": pool[:200], "xfam_utility_y_train": y[:200],
             "xfam_utility_rep_test": pool[200:], "xfam_utility_y_test": y[200:]}
+
+
+def _metrics(arrays: dict[str, object], seed: int, **options: float) -> dict[str, float]:
+    """:func:`crossfamily_metrics` of the view saved under the stored names ``arrays`` (one stage)."""
+    return crossfamily_metrics(CrossFamilyArrays.from_stages([arrays]), seed, **options)
 
 
 def test_invertible_linear_map_per_group_is_fully_linked() -> None:
@@ -130,7 +138,7 @@ def test_utility_separable_vs_shuffled_labels() -> None:
 
 def test_crossfamily_metrics_keys_values_and_determinism() -> None:
     arrays = _arrays()
-    m = crossfamily_metrics(arrays, seed=0)
+    m = _metrics(arrays, seed=0)
     assert set(m) == {"xfam_linkage_rate", "xfam_linkage_chance", "xfam_relative_error", "xfam_leaked_pairs",
                       "xfam_attacked_rows", "xfam_utility_balanced_accuracy", "xfam_linkage_control",
                       "xfam_linkage_advantage", "xfam_relative_error_control", "xfam_relative_error_advantage"}
@@ -138,11 +146,11 @@ def test_crossfamily_metrics_keys_values_and_determinism() -> None:
     assert m["xfam_leaked_pairs"] == 30.0
     assert m["xfam_attacked_rows"] == arrays["xfam_attack_rep"].shape[0] - 30
     assert m["xfam_utility_balanced_accuracy"] > 0.9
-    assert crossfamily_metrics(arrays, seed=0) == m
+    assert _metrics(arrays, seed=0) == m
 
 
 def test_crossfamily_metrics_without_arrays_is_empty() -> None:
-    assert crossfamily_metrics({"Z_train": np.zeros((3, 2))}, seed=0) == {}
+    assert _metrics({"Z_train": np.zeros((3, 2))}, seed=0) == {}
 
 
 def _bad(name: str, value: object) -> dict[str, object]:
@@ -172,19 +180,40 @@ def _bad(name: str, value: object) -> dict[str, object]:
 )
 def test_inconsistent_arrays_name_the_array(name: str, value: object, match: str) -> None:
     with pytest.raises(ValidationError, match=match):
-        crossfamily_metrics(_bad(name, value), seed=0)
+        _metrics(_bad(name, value), seed=0)
 
 
 def test_pool_dimension_mismatch_and_bad_leak_fraction() -> None:
     arrays = _arrays()
     with pytest.raises(ValidationError, match="leak_fraction: must lie in"):
-        crossfamily_metrics(arrays, seed=0, leak_fraction=1.0)
+        _metrics(arrays, seed=0, leak_fraction=1.0)
     with pytest.raises(ValidationError, match="xfam_attack_rep: no row left to attack"):
         leaked_pair_linkage(np.zeros((3, 2)), np.arange(3), np.arange(3), np.eye(3), seed=0)
 
 
 def test_protocol_names_all_eight_arrays() -> None:
     assert len(ARRAYS) == 8 and all(a.startswith("xfam_") for a in ARRAYS)
+
+
+def test_the_typed_view_round_trips_through_its_stored_names_from_two_stages() -> None:
+    """A family may emit the attack side in one stage and the utility side in the next (anchor
+    noise): saved under the stored names and read back from both stages, it is the same view and
+    gives the same metrics as the view built directly."""
+    arrays = _arrays()
+    attack = LinkageArrays(*(arrays[n] for n in ("xfam_attack_rep", "xfam_attack_group", "xfam_attack_index",
+                                                  "xfam_pool")))
+    utility = UtilityArrays(*(arrays[n] for n in ("xfam_utility_rep_train", "xfam_utility_y_train",
+                                                   "xfam_utility_rep_test", "xfam_utility_y_test")))
+    release, integrate = CrossFamilyArrays(attack=attack).arrays(), CrossFamilyArrays(utility=utility).arrays()
+    assert set(release) | set(integrate) == set(ARRAYS) and not set(release) & set(integrate)
+    view = CrossFamilyArrays.from_stages([{"other": np.zeros(2), **release}, integrate])
+    assert all(np.array_equal(view.arrays()[n], arrays[n]) for n in ARRAYS)
+    assert crossfamily_metrics(view, seed=0) == crossfamily_metrics(CrossFamilyArrays(attack, utility), seed=0)
+    assert crossfamily_metrics(None, seed=0) == {}
+    with pytest.raises(ValidationError, match="^xfam_utility_rep_train: missing"):
+        crossfamily_metrics(CrossFamilyArrays(attack=attack), seed=0)
+    with pytest.raises(ValidationError, match="^xfam_utility_rep_train: missing"):
+        CrossFamilyArrays.from_stages([release])
 
 
 def test_a_leak_that_leaves_one_record_gives_an_undefined_error_not_a_crash() -> None:
@@ -198,7 +227,7 @@ def test_control_attack_never_sees_the_release() -> None:
     """Replacing the release by noise (same shape) changes the main attack, never the control."""
     arrays = _arrays()
     noised = dict(arrays, xfam_attack_rep=np.random.default_rng(7).normal(size=arrays["xfam_attack_rep"].shape))
-    a, b = crossfamily_metrics(arrays, seed=0), crossfamily_metrics(noised, seed=0)
+    a, b = _metrics(arrays, seed=0), _metrics(noised, seed=0)
     assert a["xfam_linkage_rate"] != b["xfam_linkage_rate"]
     for key in ("xfam_linkage_control", "xfam_relative_error_control"):
         assert a[key] == b[key]
@@ -217,12 +246,12 @@ def test_control_reconstructs_each_group_as_its_leaked_mean() -> None:
 
 
 def test_advantage_is_one_for_an_exact_attack_and_near_zero_for_noise() -> None:
-    m = crossfamily_metrics(_arrays(), seed=0)
+    m = _metrics(_arrays(), seed=0)
     assert m["xfam_linkage_rate"] == 1.0 and m["xfam_linkage_advantage"] == 1.0
     assert m["xfam_relative_error_advantage"] > 0.99
     arrays = _arrays()
     arrays["xfam_attack_rep"] = np.random.default_rng(3).normal(size=arrays["xfam_attack_rep"].shape)
-    noise = crossfamily_metrics(arrays, seed=0)
+    noise = _metrics(arrays, seed=0)
     assert abs(noise["xfam_linkage_advantage"]) < 0.03
     assert abs(noise["xfam_relative_error_advantage"]) < 0.1
 

@@ -11,6 +11,7 @@ import yaml
 
 from flows.benchmark import output_root
 from flows.deploy import NIGHTLY_CRON, WEEKLY_CRON, build_deployments, init_run_root
+from veilbench.stages import STAGES
 
 
 def test_deployments_have_the_schedules_and_run_parameters() -> None:
@@ -91,7 +92,7 @@ def test_task_runs_are_named_and_reused_cells_say_so(prefect_server: str, workdi
         async with get_client() as client:
             return await client.read_task_runs(task_run_filter=this_run)
 
-    cells = {f"{stage}@ss-identity/default" for stage in ("release", "integrate", "attack", "evaluate")}
+    cells = {f"{stage}@ss-identity/default" for stage in STAGES}
     deadline = time.monotonic() + 60  # task-run records reach the server as events, shortly after the run
     while True:
         states = {tr.name: tr.state.name for tr in asyncio.run(task_runs())}

@@ -46,18 +46,16 @@ RUN_RECORDS = ("timings.json", "sweep.json")
 
 
 def _run_stages(root: Path) -> None:
-    from tasks.attack import attack
     from tasks.embed import embed
-    from tasks.evaluate import evaluate
-    from tasks.integrate import integrate
     from tasks.prepare import prepare
-    from tasks.release import release
+    from tasks.sweep import run_sweep_stage
+    from veilbench.stages import STAGES
 
     prepare("digits", root=root)
     embed("digits-pca", root=root)
     for sweep in determinism_params()["sweeps"]:
-        for stage in (release, integrate, attack, evaluate):
-            stage(sweep, root=root)
+        for stage in STAGES:
+            run_sweep_stage(stage, sweep, root=root)
 
 
 def _outputs(root: Path) -> dict[str, bytes]:

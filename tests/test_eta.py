@@ -14,8 +14,9 @@ import yaml
 from tasks.eta import CellCosts, efficiency, reuse_share
 from tasks.progress import RunProgress
 from tests.conftest import tiny_params
+from veilbench.stages import STAGES
 
-KINDS = ("release", "integrate", "attack", "evaluate")
+KINDS = STAGES
 
 
 def test_rates_are_seconds_per_seed_and_an_unseen_family_takes_the_kinds_median() -> None:

@@ -9,7 +9,7 @@ import pytest
 from scipy.optimize import brentq
 
 from veilbench.privacy.calibration import achieved_delta, analytic_sigma, classical_noise_multiplier
-from veilbench.privacy.ledger import LedgerEntry, compose
+from veilbench.privacy.ledger import LedgerEntry, Release, compose
 from veilbench.validation import ValidationError
 
 
@@ -96,20 +96,41 @@ def test_entry_round_trips_through_its_dict() -> None:
     assert LedgerEntry.from_dict(e.as_dict()) == e
 
 
-def test_pipeline_ledger_records_each_private_release(tmp_path) -> None:
-    """The release stage turns dp_epsilon/dp_delta/dp_releases/dp_noise_multiplier of each cell and seed
-    into entries; the deployment is one seed's releases."""
-    from tasks.sweep import _ledger_entries
-    from veilbench.io import write_bundle
+def test_pipeline_ledger_records_each_private_release(tiny_run) -> None:
+    """The release stage turns each cell and seed's typed releases (ScoreShield: q = 30 score vectors
+    at (ε, 1e-5), z = σ/Δ, record adjacency) into the sweep's ledger, tagged with the cell's method,
+    and shows the same numbers as the record's ``dp_*`` columns; the clean cell spends nothing."""
+    from veilbench.io import read_manifest, read_sealed_json
 
+    out = tiny_run / "data" / "release" / "ss"
+    entries = read_sealed_json(out / "ledger.json")["entries"]
+    assert [(e["cell"], e["seed"]) for e in entries] == [(c, s) for c in ("epsilon=4.0", "epsilon=8.0") for s in (0, 1)]
+    for e in entries:
+        eps = float(e["cell"].partition("=")[2])
+        z = analytic_sigma(2.0, eps, 1e-5) / 2.0
+        assert (e["dataset"], e["sweep"], e["mechanism"], e["adjacency"]) == ("digits", "ss", "gaussian", "record")
+        assert (e["epsilon"], e["delta"], e["count"]) == (eps, 1e-5, 30)
+        assert e["noise_multiplier"] == pytest.approx(z, rel=1e-9)
+        columns = read_manifest(out / e["cell"])["per_seed"][str(e["seed"])]
+        assert columns["dp_epsilon"] == eps and columns["dp_releases"] == 30.0
+        assert columns["dp_noise_multiplier"] == e["noise_multiplier"]
+    assert "ledger" not in read_manifest(out / "mechanism=clean")
+    assert not any(k.startswith("dp_") for k in read_manifest(out / "mechanism=clean")["per_seed"]["0"])
+    total = compose(LedgerEntry.from_dict(e) for e in entries)[("digits", "ss", "epsilon=4.0")]
+    assert total.n_releases == 30 and total.epsilon_basic == 30 * 4.0
+
+
+def test_a_stage_release_becomes_an_entry_and_the_record_columns() -> None:
     z = analytic_sigma(1.0, 2.0, 1e-5)
-    out = tmp_path / "release" / "sw"
-    metrics = {"dp_epsilon": 2.0, "dp_delta": 1e-5, "dp_releases": 3.0, "dp_noise_multiplier": z}
-    for cell, m in {"eps": metrics, "clean": {}}.items():
-        write_bundle(out / cell, {"x": np.zeros(1)}, {"params": {"family": "scoreshield"}, "per_seed": {"0": m, "1": m}})
-    entries = _ledger_entries(out, "sw", "digits", {"eps": {"mechanism": "gaussian"}, "clean": {"mechanism": "clean"}})
-    assert [(e["cell"], e["seed"], e["count"], e["noise_multiplier"]) for e in entries] == [("eps", 0, 3, z),
-                                                                                          ("eps", 1, 3, z)]
-    total = compose(LedgerEntry.from_dict(e) for e in entries)[("digits", "sw", "eps")]
-    assert total.n_releases == 3 and total.epsilon_basic == 6.0
+    release = Release(2.0, 1e-5, 3, noise_multiplier=z, adjacency="client", epsilon_rdp=5.0)
+    entry = release.entry("digits", "sw", "eps", 1, "dpfedavg")
+    assert entry == LedgerEntry("digits", "sw", "eps", 1, "dpfedavg", 2.0, 1e-5, 3, z, "client", None, 5.0)
+    assert release.metrics() == {"dp_epsilon": 2.0, "dp_delta": 1e-5, "dp_releases": 3.0, "dp_noise_multiplier": z,
+                                 "dp_epsilon_rdp": 5.0}
+    total = compose([release.entry("digits", "sw", "eps", s, "dpfedavg") for s in (0, 1)])[("digits", "sw", "eps")]
+    assert total.n_releases == 3 and total.epsilon_basic == 6.0  # one seed's releases: the deployment
     assert total.epsilon == pytest.approx(exact_gaussian_epsilon(z / math.sqrt(3), 1e-5), rel=5e-3)
+    with pytest.raises(ValidationError, match="^count:"):
+        Release(2.0, 1e-5, 0)
+    with pytest.raises(ValidationError, match="^adjacency:"):
+        Release(2.0, 1e-5, adjacency="person")

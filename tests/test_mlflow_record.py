@@ -10,14 +10,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tasks.attack import attack
-from tasks.evaluate import evaluate
-from tasks.integrate import integrate
-from tasks.release import release
+from tasks.sweep import run_sweep_stage
 from tasks.tracking import PARENT_KIND, latest_cell_runs
 from tests.e2e_root import copy_project
-
-CELL_STAGES = (release, integrate, attack, evaluate)
+from veilbench.stages import STAGES
 
 
 @pytest.fixture(scope="module")
@@ -33,8 +29,8 @@ def incremental(tiny_run: Path, tmp_path_factory: pytest.TempPathFactory):
     params = yaml.safe_load((workdir / "params.yaml").read_text())
     params["sweeps"]["ss"]["grid"]["epsilon"] = [4.0, 16.0]
     (workdir / "params.yaml").write_text(yaml.safe_dump(params))
-    for stage in CELL_STAGES:
-        stage("ss", root=workdir)
+    for stage in STAGES:
+        run_sweep_stage(stage, "ss", root=workdir)
     client = MlflowClient(tracking_uri=f"sqlite:///{workdir / 'mlflow.db'}")
     return workdir, client, client.get_experiment_by_name("veilbench-test").experiment_id, commit
 

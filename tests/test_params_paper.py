@@ -52,7 +52,7 @@ def test_paper_params_hold_each_familys_paper_setting() -> None:
 def test_reduced_params_keep_one_cell_and_one_seed_per_family_with_the_stated_reductions(tmp_path) -> None:
     import yaml
 
-    from tasks.paper_reduced import REDUCED, reduced_params
+    from flows.paper_reduced import REDUCED, reduced_params
 
     paper = yaml.safe_load((ROOT / "params.paper.yaml").read_text())
     path = tmp_path / "params.yaml"

@@ -9,18 +9,14 @@ import numpy as np
 import pytest
 import yaml
 
-from tasks.attack import attack
 from tasks.embed import embed
-from tasks.evaluate import evaluate
-from tasks.integrate import integrate
 from tasks.prepare import prepare
-from tasks.release import release
 from tasks.report import report
-from tasks.sweep import summarise
+from tasks.sweep import run_sweep_stage, summarise
 from tests.e2e_root import copy_project
 from veilbench.io import read_bundle
-
-CELL_STAGES = (release, integrate, attack, evaluate)
+from veilbench.stages import PIPELINE_STAGES, STAGES
+from veilbench.validation import ValidationError
 
 
 def _cell_json(root: Path, sweep: str, cell: str) -> dict:
@@ -72,7 +68,7 @@ def test_every_stage_run_is_logged_to_mlflow(pipeline_run: Path) -> None:
     assert parents.sum() == 2 * 4, "one parent run per sweep and stage"
     runs = runs[~parents]
     assert len(runs) == 2 + (3 + 1) * 4, "prepare, embed, then one run per cell and stage"
-    assert set(runs["tags.stage"]) == {"prepare", "embed", "release", "integrate", "attack", "evaluate"}
+    assert set(runs["tags.stage"]) == set(PIPELINE_STAGES) - {"report"}
     ev = runs[(runs["tags.stage"] == "evaluate") & (runs["tags.cell"] == "epsilon=8.0")].iloc[0]
     for tag in ("sweep", "dataset", "family", "method", "seeds", "git_rev", "params_hash"):
         assert ev[f"tags.{tag}"], tag
@@ -88,13 +84,13 @@ def test_changing_one_epsilon_recomputes_only_that_cell(pipeline_run: Path) -> N
     params["sweeps"]["ss"]["grid"]["epsilon"] = [4.0, 16.0]
     (root / "params.yaml").write_text(yaml.safe_dump(params))
     before = _cell_json(root, "ss", "epsilon=4.0")
-    for stage in CELL_STAGES[:-1]:
-        stage("ss", root=root)
-        sweep = json.loads((root / "data" / stage.__name__ / "ss" / "sweep.json").read_text())
-        assert sweep["computed"] == ["epsilon=16.0"], stage.__name__
+    for stage in STAGES[:-1]:
+        run_sweep_stage(stage, "ss", root=root)
+        sweep = json.loads((root / "data" / stage / "ss" / "sweep.json").read_text())
+        assert sweep["computed"] == ["epsilon=16.0"], stage
         assert sorted(sweep["reused"]) == ["epsilon=4.0", "mechanism=clean"]
-        assert not (root / "data" / stage.__name__ / "ss" / "epsilon=8.0").exists(), "stale cell removed"
-    evaluate("ss", root=root)
+        assert not (root / "data" / stage / "ss" / "epsilon=8.0").exists(), "stale cell removed"
+    run_sweep_stage("evaluate", "ss", root=root)
     assert _cell_json(root, "ss", "epsilon=4.0") == before
     assert set(json.loads((root / "reports/sweeps/ss/metrics.json").read_text())) == {
         "epsilon=4.0", "epsilon=16.0", "mechanism=clean"}
@@ -185,7 +181,7 @@ def test_compare_tables_two_experiments(workdir: Path, mlflow_store: Path) -> No
     assert table.loc["c1", "utility_auc [exp-a]"] == 0.5 and table.loc["c1", "utility_auc [exp-b]"] == 0.6
     assert table.loc["c2", "utility_auc [exp-a]"] == 0.7 and pd.isna(table.loc["c2", "utility_auc [exp-b]"])
     assert "utility_auc [exp-b]" in md.read_text()
-    with pytest.raises(KeyError, match="no MLflow experiment"):
+    with pytest.raises(ValidationError, match="^experiment: no MLflow experiment"):
         compare(["exp-a", "nope"], root=workdir)
 
 

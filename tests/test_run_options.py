@@ -185,3 +185,72 @@ def test_stage_lines_reach_the_stream_where_print_is_captured(tmp_path: Path, mo
         p.stage_started("prepare@d")
         p.stage_done("prepare@d")
     assert out.getvalue().startswith("[1/1] prepare@d in ")
+
+
+def _module_level_calls(path: Path) -> list[str]:
+    """Names called where a module's import runs them: at the top level, in decorators and default
+    values, never inside a function body."""
+    import ast
+
+    names: list[str] = []
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            parts = [*getattr(node, "decorator_list", []), *node.args.defaults, *node.args.kw_defaults]
+            for part in parts:
+                if part is not None:
+                    visit(part)
+            return
+        if isinstance(node, ast.Call):
+            func = node.func
+            names.append(func.id if isinstance(func, ast.Name) else getattr(func, "attr", ""))
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(ast.parse(path.read_text(encoding="utf-8")))
+    return names
+
+
+def test_no_task_runner_is_made_at_import() -> None:
+    """A flow's runner is made when it runs (sized by VEILBENCH_CELL_THREADS then), never when a
+    module is imported."""
+    made = {p.name: [n for n in _module_level_calls(p) if n.endswith("TaskRunner")]
+            for p in sorted((REPO / "flows").glob("*.py"))}
+    assert {name: calls for name, calls in made.items() if calls} == {}
+    assert "ThreadPoolTaskRunner" in _module_level_calls_of("@flow(task_runner=ThreadPoolTaskRunner(max_workers=1))\n"
+                                                            "def f():\n    pass\n")
+    assert _module_level_calls_of("def f():\n    return ThreadPoolTaskRunner(max_workers=2)\n") == []
+
+
+def _module_level_calls_of(source: str) -> list[str]:
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as handle:
+        handle.write(source)
+    try:
+        return _module_level_calls(Path(handle.name))
+    finally:
+        Path(handle.name).unlink()
+
+
+def test_a_stage_flow_runs_on_veilbench_cell_threads_read_when_it_runs(project: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from flows._stage import main
+    from flows.release import release_flow
+
+    seen = {}
+
+    class Flow:
+        def __call__(self, **kwargs):
+            seen.update(kwargs)
+            return []
+
+    def with_options(task_runner):
+        seen["runner"] = task_runner
+        return Flow()
+
+    monkeypatch.setattr(release_flow, "with_options", with_options)
+    for threads in (3, 1):  # set after the flow's module was imported
+        monkeypatch.setenv("VEILBENCH_CELL_THREADS", str(threads))
+        assert main("release", release_flow, ["--sweep", "ss", "--params", str(project / "params.yaml")]) == 0
+        assert seen["runner"]._max_workers == threads and seen["keys"] == ["ss"]

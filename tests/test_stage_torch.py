@@ -26,12 +26,26 @@ from tests.conftest import REPO, tiny_params
     ("scoreshield", [{"regime": "gram"}, {"mechanism": "clean"}], False),
     ("scoreshield", [{"regime": "gram"}, {"regime": "gram", "gram_source": "text"}], True),
     ("scoreshield", [{"regime": "gram", "gram_source": "movielens"}], False),
-    ("some-new-family", [{}], True),  # not declared torch-free: limited as if it used torch
 ])
 def test_which_cells_use_torch(family: str, cells: list[dict], expected: bool) -> None:
     from flows._stage import cells_use_torch
 
     assert cells_use_torch(family, cells) is expected
+
+
+def test_torch_use_is_what_the_family_module_declares() -> None:
+    """The rule reads the family's ``USES_TORCH`` and ``TORCH_OPTIONS``; a family that declares
+    nothing is limited as if it used torch."""
+    from types import SimpleNamespace
+
+    from veilbench.families.base import cells_use_torch
+
+    assert cells_use_torch(SimpleNamespace(), [{}])  # undeclared
+    assert cells_use_torch(SimpleNamespace(USES_TORCH=True), [{}])
+    free = SimpleNamespace(USES_TORCH=False, TORCH_OPTIONS={"encoder": "bert"})
+    assert not cells_use_torch(free, [{}, {"encoder": "pca"}])
+    assert cells_use_torch(free, [{}, {"encoder": "bert"}])
+    assert not cells_use_torch(SimpleNamespace(USES_TORCH=False), [{"encoder": "bert"}])
 
 
 def _fresh(code: str) -> subprocess.CompletedProcess:

@@ -1,7 +1,10 @@
 r"""Cross-family view: one record-linkage attack and one downstream utility for every family.
 
-Every family releases something derived from private records, and its stages emit, per seed,
-the same ``xfam_*`` arrays (README "Cross-family protocol"):
+Every family releases something derived from private records, and its stages hand the pipeline,
+per seed, the same arrays (README "Cross-family protocol") as a :class:`CrossFamilyArrays` (the
+``crossfamily`` field of :class:`veilbench.families.base.StageOutput`: its :class:`LinkageArrays`
+and its :class:`UtilityArrays`, from one stage or from two), saved with the stage's arrays under
+the names below (:meth:`CrossFamilyArrays.arrays`, read back by :meth:`CrossFamilyArrays.from_stages`):
 
 * ``xfam_attack_rep`` :math:`R` (n_r × k): what the server or analyst holds per private training
   record, namely
@@ -57,7 +60,7 @@ representation (the anchor-noise spec §6.2 classifier, used for every family).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -94,6 +97,66 @@ UTILITY = (
 ATTACK_ARRAYS = ("xfam_attack_rep", "xfam_attack_group", "xfam_attack_index", "xfam_pool")
 UTILITY_ARRAYS = ("xfam_utility_rep_train", "xfam_utility_y_train", "xfam_utility_rep_test", "xfam_utility_y_test")
 ARRAYS = ATTACK_ARRAYS + UTILITY_ARRAYS
+
+
+@dataclass(frozen=True)
+class LinkageArrays:
+    """What the attacker holds: ``rep`` R (n_r × k), ``group`` (n_r,) the map that produced each
+    row, ``index`` (n_r,) each row's record in ``pool`` P (n_p × p). Stored as :data:`ATTACK_ARRAYS`."""
+
+    rep: np.ndarray
+    group: np.ndarray
+    index: np.ndarray
+    pool: np.ndarray
+
+
+@dataclass(frozen=True)
+class UtilityArrays:
+    """What the analyst learns from: ``rep_train`` (n_u × k') with labels ``y_train`` (n_u,) and
+    ``rep_test`` (m_u × k') with ``y_test`` (m_u,). Stored as :data:`UTILITY_ARRAYS`."""
+
+    rep_train: np.ndarray
+    y_train: np.ndarray
+    rep_test: np.ndarray
+    y_test: np.ndarray
+
+
+@dataclass(frozen=True)
+class CrossFamilyArrays:
+    """One stage's part of the cross-family view of a seed: the attack side, the utility side or
+    both (a family may emit them from two stages; the pipeline merges them for ``evaluate``)."""
+
+    attack: LinkageArrays | None = None
+    utility: UtilityArrays | None = None
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The parts present, under their stored names (:data:`ATTACK_ARRAYS`, :data:`UTILITY_ARRAYS`)."""
+        out: dict[str, np.ndarray] = {}
+        if self.attack is not None:
+            out.update(zip(ATTACK_ARRAYS, (self.attack.rep, self.attack.group, self.attack.index, self.attack.pool)))
+        if self.utility is not None:
+            out.update(zip(UTILITY_ARRAYS, (self.utility.rep_train, self.utility.y_train, self.utility.rep_test,
+                                            self.utility.y_test)))
+        return out
+
+    @classmethod
+    def from_stages(cls, stages: Iterable[Mapping[str, np.ndarray]]) -> CrossFamilyArrays | None:
+        """The view saved by earlier stages (their arrays, in stage order; a later stage's array of
+        the same name wins), or None when none saved any. Raises :class:`ValidationError` naming
+        the first missing array when some are present and others are not."""
+        found: dict[str, np.ndarray] = {}
+        for arrays in stages:
+            found.update((name, arrays[name]) for name in ARRAYS if name in arrays)
+        if not found:
+            return None
+        missing = [name for name in ARRAYS if name not in found]
+        if missing:
+            raise ValidationError(
+                f"{missing[0]}: missing; the cross-family protocol needs all of {', '.join(ARRAYS)} "
+                f"(got {', '.join(name for name in ARRAYS if name in found)})"
+            )
+        return cls(LinkageArrays(*(found[name] for name in ATTACK_ARRAYS)),
+                   UtilityArrays(*(found[name] for name in UTILITY_ARRAYS)))
 
 
 @dataclass(frozen=True)
@@ -269,31 +332,27 @@ def representation_utility(
 
 
 def crossfamily_metrics(
-    arrays: Mapping[str, np.ndarray], seed: int, leak_fraction: float = DEFAULT_LEAK_FRACTION
+    view: CrossFamilyArrays | None, seed: int, leak_fraction: float = DEFAULT_LEAK_FRACTION
 ) -> dict[str, float]:
-    """The cross-family metrics of one seed from its merged stage arrays.
+    """The cross-family metrics of one seed from its view (:meth:`CrossFamilyArrays.from_stages`).
 
     Returns ``xfam_linkage_rate``, ``xfam_linkage_chance``, ``xfam_relative_error`` (NaN when fewer
     than two distinct records are left to attack), ``xfam_leaked_pairs``, ``xfam_attacked_rows``,
     ``xfam_utility_balanced_accuracy``, the control attack's ``xfam_linkage_control`` and
     ``xfam_relative_error_control`` and the advantages ``xfam_linkage_advantage`` and
-    ``xfam_relative_error_advantage`` (module docstring); an empty dict when no ``xfam_*``
-    array is present. Raises :class:`ValidationError` naming the array when some are missing or
-    they are inconsistent (shapes, indices out of range, NaN/inf).
+    ``xfam_relative_error_advantage`` (module docstring); an empty dict when ``view`` is None.
+    Raises :class:`ValidationError` naming the array when a side is missing or the arrays are
+    inconsistent (shapes, indices out of range, NaN/inf).
     """
-    present = [name for name in ARRAYS if name in arrays]
-    if not present:
+    if view is None:
         return {}
-    missing = [name for name in ARRAYS if name not in arrays]
-    if missing:
-        raise ValidationError(
-            f"{missing[0]}: missing; the cross-family protocol needs all of {', '.join(ARRAYS)} "
-            f"(got {', '.join(present)})"
-        )
-    link = leaked_pair_linkage(*(arrays[name] for name in ATTACK_ARRAYS), leak_fraction=leak_fraction, seed=seed)
-    control = control_linkage(arrays["xfam_attack_group"], arrays["xfam_attack_index"], arrays["xfam_pool"],
-                              np.shape(arrays["xfam_attack_rep"])[1], leak_fraction=leak_fraction, seed=seed)
-    utility = representation_utility(*(arrays[name] for name in UTILITY_ARRAYS), seed=seed)
+    for side, names in (("attack", ATTACK_ARRAYS), ("utility", UTILITY_ARRAYS)):
+        if getattr(view, side) is None:
+            raise ValidationError(f"{names[0]}: missing; the cross-family protocol needs all of {', '.join(ARRAYS)}")
+    a, u = view.attack, view.utility
+    link = leaked_pair_linkage(a.rep, a.group, a.index, a.pool, leak_fraction=leak_fraction, seed=seed)
+    control = control_linkage(a.group, a.index, a.pool, np.shape(a.rep)[1], leak_fraction=leak_fraction, seed=seed)
+    utility = representation_utility(u.rep_train, u.y_train, u.rep_test, u.y_test, seed=seed)
     return {
         "xfam_linkage_rate": link.rate,
         "xfam_linkage_chance": link.chance,

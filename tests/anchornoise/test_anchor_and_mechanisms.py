@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from veilbench.anchornoise.anchor import anchor_scale_value, check_anchor, make_anchor
-from veilbench.anchornoise.mechanisms import GDPMechanism, sample_transform
+from veilbench.anchornoise.mechanisms import GDPMechanism, sample_transform, synthetic_anchor_uploads
 from veilbench.validation import ValidationError
 
 
@@ -138,3 +138,13 @@ def test_bad_release_inputs(mech, kwargs, field):
     args = dict(X=_X, party=_P, X_test=_X[:2], party_test=_P[:2], seed=0) | kwargs
     with pytest.raises(ValidationError, match=rf"^{field}:"):
         GDPMechanism(**mech).release(**args)
+
+
+def test_synthetic_uploads_match_the_model():
+    B, O, Psi = synthetic_anchor_uploads(3, 20, 4, 0.0, seed=1)
+    # centered anchor: row means are the translations, and B̄_iᵀB̄_i = r O_iᵀ O_i = r I
+    np.testing.assert_allclose(B.mean(axis=1), Psi, atol=1e-12)
+    Bc = B - B.mean(axis=1, keepdims=True)
+    np.testing.assert_allclose(np.einsum("mrd,mre->mde", Bc, Bc), np.broadcast_to(20 * np.eye(4), (3, 4, 4)), atol=1e-9)
+    with pytest.raises(ValidationError, match="^v:"):
+        synthetic_anchor_uploads(3, 20, 4, -1.0, seed=1)

@@ -41,7 +41,7 @@ def test_random_release_utility_at_chance_and_no_advantage(digits_inputs):  # no
 
 def test_control_attack_never_sees_the_uploads(digits_inputs):  # noqa: F811
     outs, params = run_cell(digits_inputs, v=1.0, r=100)
-    feed = {**digits_inputs, **{s: o.arrays for s, o in outs.items() if s != "evaluate"}}
+    feed = {**digits_inputs, **{s: o.saved_arrays() for s, o in outs.items() if s != "evaluate"}}
     noised = dict(feed["release"])
     rng = np.random.default_rng(2)
     for key in ("Y_train", "B"):

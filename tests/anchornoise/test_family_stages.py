@@ -9,6 +9,7 @@ from sklearn.datasets import load_digits
 
 from veilbench.anchornoise import family as F
 from veilbench.families.base import StageOutput
+from veilbench.stages import STAGES
 from veilbench.validation import ValidationError
 
 HEADLINE = (
@@ -40,11 +41,11 @@ def run_cell(inputs, seed=0, **options) -> tuple[dict[str, StageOutput], F.Param
     params = F.Params(**options)
     feed = dict(inputs)
     outs = {}
-    for stage in ("release", "integrate", "attack", "evaluate"):
+    for stage in STAGES:
         outs[stage] = getattr(F, stage)(feed, params, seed)
-        for arr in outs[stage].arrays.values():
+        for arr in outs[stage].saved_arrays().values():
             assert isinstance(arr, np.ndarray) and arr.dtype != object
-        feed[stage] = outs[stage].arrays
+        feed[stage] = outs[stage].saved_arrays()
     return outs, params
 
 
@@ -142,7 +143,7 @@ def test_cells_that_cannot_run_fail_with_the_field(digits_inputs, options, stage
     feed = dict(digits_inputs)
     with pytest.raises(ValidationError, match=rf"^{field}:"):
         for name in ("release", "integrate", "attack"):
-            feed[name] = getattr(F, name)(feed, params, 0).arrays
+            feed[name] = getattr(F, name)(feed, params, 0).saved_arrays()
             assert name != stage, f"{name} should have failed"
 
 
@@ -152,9 +153,9 @@ def test_stages_round_trip_through_stage_files(digits_inputs, tmp_path):
 
     params = F.Params(v=0.5, r=100)
     feed = dict(digits_inputs)
-    for stage in ("release", "integrate", "attack", "evaluate"):
+    for stage in STAGES:
         out = getattr(F, stage)(feed, params, 3)
-        write_bundle(tmp_path / stage, out.arrays, {"stage": stage, "info": out.info, "metrics": out.metrics})
+        write_bundle(tmp_path / stage, out.saved_arrays(), {"stage": stage, "info": out.info, "metrics": out.metrics})
         feed[stage], manifest = read_bundle(tmp_path / stage)
     in_memory, _ = run_cell(digits_inputs, seed=3, v=0.5, r=100)
     assert manifest["metrics"] == pytest.approx(in_memory["evaluate"].metrics)
@@ -162,9 +163,11 @@ def test_stages_round_trip_through_stage_files(digits_inputs, tmp_path):
 
 
 def test_redealt_participants_reduced_dimension_and_cross_family_arrays(digits_inputs):
-    """n_participants / records_per_participant / max_dim reach every stage; xfam_* arrays are consistent."""
+    """n_participants / records_per_participant / max_dim reach every stage; the cross-family view
+    (attack side from release, utility side from integrate) is consistent."""
     outs, _ = run_cell(digits_inputs, mechanism="dc", r=40, n_participants=3, records_per_participant=60, max_dim=12)
-    rel, integ, m = outs["release"].arrays, outs["integrate"].arrays, outs["evaluate"].metrics
+    rel, integ, m = outs["release"].saved_arrays(), outs["integrate"].saved_arrays(), outs["evaluate"].metrics
+    assert outs["release"].crossfamily.utility is None and outs["integrate"].crossfamily.attack is None
     assert m["participants"] == 3.0 and np.bincount(rel["party_index_train"]).tolist() == [60, 60, 60]
     assert outs["release"].info["d"] == 12 and rel["Y_train"].shape == (180, 12)
     assert m["n_pool"] == 120 and m["privacy_linkage_max"] == 1.0  # 2 non-colluders × 60; DC is exactly inverted

@@ -30,7 +30,7 @@ from veilbench.anchornoise.gpm import (
     young_omega,
 )
 import veilbench.anchornoise.gpm.iteration as gpm_iteration
-from veilbench.anchornoise.studies import synthetic_anchor_uploads
+from veilbench.anchornoise.mechanisms import synthetic_anchor_uploads
 from veilbench.linalg.procrustes import haar_orthogonal, polar_factor
 from veilbench.validation import ValidationError
 

@@ -34,9 +34,9 @@ def _other_values(inputs: dict) -> dict:
 
 def test_random_release_never_reads_the_data(digits_inputs):
     params = family.Params(**RANDOM)
-    a = family.release(digits_inputs, params, seed=2).arrays
-    b = family.release(_other_values(digits_inputs), params, seed=2).arrays
-    c = family.release(digits_inputs, params, seed=3).arrays
+    a = family.release(digits_inputs, params, seed=2).saved_arrays()
+    b = family.release(_other_values(digits_inputs), params, seed=2).saved_arrays()
+    c = family.release(digits_inputs, params, seed=3).saved_arrays()
     for key in ("ir_train", "ir_anchor", "ir_test"):
         assert np.array_equal(a[key], b[key]), key
         assert not np.array_equal(a[key], c[key]), key

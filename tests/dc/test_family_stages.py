@@ -162,9 +162,9 @@ def test_central_and_local_cells_match_the_references_of_an_integrating_cell(dig
 def test_cross_family_arrays_have_the_protocol_shapes(digits_inputs):
     params = family.Params(**FAST, n_parties=3, n_per_party=30, d_tilde=8, method="nki")
     state = dict(digits_inputs)
-    rel = family.release(state, params, seed=0).arrays
+    rel = family.release(state, params, seed=0).saved_arrays()
     state["release"] = rel
-    integ = family.integrate(state, params, seed=0).arrays
+    integ = family.integrate(state, params, seed=0).saved_arrays()
     n_r, p = 90, digits_inputs["prepare"]["X_train"].shape[1]
     m = digits_inputs["prepare"]["X_test"].shape[0]
     expected = {

@@ -120,13 +120,13 @@ def dpfedavg_stages():
 def test_dpfedavg_release_states_rounds_multiplier_and_both_accountants(dpfedavg_stages) -> None:
     """The ledger's contract: R releases of multiplier z, each at the exact one-round ε; the RDP figure for all R."""
     _, params, state, outputs = dpfedavg_stages
-    m, info = outputs["release"].metrics, outputs["release"].info
+    (entry,) = outputs["release"].ledger
     z = float(state["release"]["dp_noise_multiplier"][0])
-    assert m["dp_releases"] == params.rounds and m["dp_noise_multiplier"] == z
-    assert m["dp_epsilon"] == pytest.approx(gaussian_epsilon(z, 1.0, params.dp_delta), rel=1e-12)
-    assert m["dp_epsilon_rdp"] == dp_fedavg_epsilon(z, params.rounds, params.dp_delta)
-    assert state["release"]["dp_epsilon"][0] == m["dp_epsilon_rdp"]
-    assert info["dp_adjacency"] == "client"
+    assert entry.count == params.rounds and entry.noise_multiplier == z and entry.delta == params.dp_delta
+    assert entry.epsilon == pytest.approx(gaussian_epsilon(z, 1.0, params.dp_delta), rel=1e-12)
+    assert entry.epsilon_rdp == dp_fedavg_epsilon(z, params.rounds, params.dp_delta)
+    assert state["release"]["dp_epsilon"][0] == entry.epsilon_rdp
+    assert entry.adjacency == "client"
 
 
 def test_dpfedavg_evaluate_audits_the_server_noise(dpfedavg_stages) -> None:

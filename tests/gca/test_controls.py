@@ -6,6 +6,7 @@ import pytest
 from tests.gca.helpers import blob_data, digits_stage_inputs
 from veilbench.gca import family as F
 from veilbench.gca.extraction import advantage, ntmse_delta_cos, perfect_values, trivial_outputs
+from veilbench.stages import STAGES
 
 
 def test_advantage_hand_cases():
@@ -43,7 +44,7 @@ def test_cell_reports_every_control_the_best_and_the_advantage():
     inputs = digits_stage_inputs(240, seed=0)
     params = F.Params(method="fedavg", rounds=2, local_epochs=2, attack_starts=4, attack_max_steps=20)
     staged = dict(inputs)
-    for stage in ("release", "integrate", "attack", "evaluate"):
+    for stage in STAGES:
         staged[stage] = (out := getattr(F, stage)(staged, params, 3)).arrays
     m = out.metrics
     for name, best in (("ntmse", min), ("delta_cos", max)):

@@ -6,8 +6,8 @@ import pytest
 
 from tests.gca.helpers import digits_stage_inputs
 from veilbench.gca import family as F
+from veilbench.stages import STAGES
 
-STAGES = ("release", "integrate", "attack", "evaluate")
 TINY = dict(rounds=3, attack_starts=4, attack_max_steps=30, surrogate_max_epochs=20, surrogate_patience=5)
 
 
@@ -17,14 +17,15 @@ def digits_inputs():
 
 
 def _run_stages(inputs, params, seed):
-    """Every stage's metrics (stage → metrics), each stage reading the arrays of those before it."""
+    """Every stage's metrics as the pipeline records them (stage → metrics), each stage reading the
+    arrays of those before it."""
     inputs, metrics = dict(inputs), {}
     for stage in STAGES:
         out = getattr(F, stage)(inputs, params, seed)
         assert all(isinstance(v, float) for v in out.metrics.values()), stage
-        for name, arr in out.arrays.items():
+        for name, arr in out.saved_arrays().items():
             assert isinstance(arr, np.ndarray) and arr.dtype != object, (stage, name)
-        inputs[stage], metrics[stage] = out.arrays, out.metrics
+        inputs[stage], metrics[stage] = out.saved_arrays(), out.saved_metrics()
     return metrics
 
 

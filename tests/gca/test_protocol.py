@@ -7,6 +7,7 @@ from tests.gca.helpers import digits_stage_inputs
 from veilbench.gca import family as F
 from veilbench.gca.data import balanced_rows
 from veilbench.gca.selection import converged_round, round_curve
+from veilbench.stages import STAGES
 from veilbench.validation import ValidationError
 
 
@@ -51,7 +52,7 @@ def test_balanced_cell_reports_flag_all_half_and_convergence():
     for balance in ("all", "balanced"):
         params = F.Params(test_balance=balance, **tiny)
         staged = dict(inputs)
-        for stage in ("release", "integrate", "attack", "evaluate"):
+        for stage in STAGES:
             staged[stage] = (res := getattr(F, stage)(staged, params, 5)).arrays
         out[balance] = res.metrics
         assert staged["integrate"]["round_auc"].shape == (3,)

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from tests.gca.helpers import digits_stage_inputs
+from veilbench.crossfamily import CrossFamilyArrays
 from veilbench.gca import family as F
 from veilbench.gca.communication import upload_size
 from veilbench.gca.simulator import run_protocol
@@ -26,7 +27,8 @@ def _cell(inputs, method, seed=3, **cfg):
     params = F.Params(method=method, normal_classes=[0], **TINY)
     data = F._data(inputs, params, seed)
     result = run_protocol(method, data.federation, replace(params.fed_config(), **cfg), seed)
-    return data, result, xfam_arrays(data, result, seed)
+    view = xfam_arrays(data, result, seed)
+    return data, result, {} if view is None else view.arrays()
 
 
 def _check_utility(inputs, arrays, d_z):
@@ -81,7 +83,7 @@ def test_methods_without_per_record_uploads_emit_no_xfam_arrays(digits_inputs, m
     assert arrays == {}
     assert len(result.final_models) == (1 if method == "fedavg" else 3)
     # their final encoders still give the utility representation (one shared model / own encoders)
-    _check_utility(digits_inputs, utility_arrays(data, result, 3), 16)
+    _check_utility(digits_inputs, CrossFamilyArrays(utility=utility_arrays(data, result, 3)).arrays(), 16)
 
 
 def test_centralized_server_holds_the_records(digits_inputs):
@@ -94,7 +96,7 @@ def test_centralized_server_holds_the_records(digits_inputs):
 
 def test_release_stage_carries_deterministic_xfam_arrays(digits_inputs):
     params = F.Params(method="gca", normal_classes=[0], **TINY)
-    a = F.release(digits_inputs, params, 4).arrays
-    b = F.release(digits_inputs, params, 4).arrays
+    a = F.release(digits_inputs, params, 4).saved_arrays()
+    b = F.release(digits_inputs, params, 4).saved_arrays()
     for name in ("xfam_pool", *ATTACK, *UTILITY):
         assert np.array_equal(a[name], b[name]), name

@@ -13,11 +13,11 @@ import pytest
 from dp_accounting.pld import privacy_loss_distribution as pld
 
 from tasks.report import LEDGER_COLUMNS, ledger_section
-from tasks.sweep import _ledger_entries
+from tasks.sweep import ledger_entries
 from veilbench.gca.accountant import dp_fedavg_epsilon
 from veilbench.io import write_bundle
 from veilbench.privacy.calibration import analytic_sigma, gaussian_epsilon
-from veilbench.privacy.ledger import LedgerEntry, compose
+from veilbench.privacy.ledger import LedgerEntry, Release, compose
 from veilbench.validation import ValidationError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -35,10 +35,10 @@ def _pld_epsilon(z: float, count: int = 1) -> float:
     return (one.self_compose(count) if count > 1 else one).get_epsilon_for_delta(DELTA)
 
 
-def _manifest(out: Path, cell: str, family: str, metrics: dict, adjacency: str | None) -> None:
-    info = {} if adjacency is None else {"dp_adjacency": adjacency}
-    write_bundle(out / cell, {"x": np.zeros(1)}, {"params": {"family": family}, "per_seed": {"0": metrics},
-                                                   "info": {"0": info}})
+def _manifest(out: Path, cell: str, mechanism: str, release: Release) -> None:
+    """A release cell's record as :func:`tasks.sweep.run_cell` writes it: seed 0 made ``release``."""
+    entry = release.entry("digits", "scoreshield-gram", cell, 0, mechanism).as_dict()
+    write_bundle(out / cell, {"x": np.zeros(1)}, {"per_seed": {"0": release.metrics()}, "ledger": [entry]})
 
 
 @pytest.fixture()
@@ -48,20 +48,18 @@ def release_dir(tmp_path: Path) -> Path:
     for cell, adjacency in (("output", "output"), ("record", "record")):
         sens = 1.0 if adjacency == "output" else _record_sensitivity(200)
         sigma = analytic_sigma(sens, 2.0, DELTA)
-        _manifest(out, cell, "scoreshield", {"dp_epsilon": 2.0, "dp_delta": DELTA, "dp_noise_multiplier": sigma / sens,
-                                             "dp_record_noise_multiplier": sigma / _record_sensitivity(200)}, adjacency)
+        _manifest(out, cell, "noisy", Release(2.0, DELTA, noise_multiplier=sigma / sens, adjacency=adjacency,
+                                              record_noise_multiplier=sigma / _record_sensitivity(200)))
     z, rounds = 4.0, 20
-    _manifest(out, "dpfedavg", "gca", {"dp_epsilon": gaussian_epsilon(z, 1.0, DELTA), "dp_delta": DELTA,
-                                       "dp_releases": float(rounds), "dp_noise_multiplier": z,
-                                       "dp_epsilon_rdp": dp_fedavg_epsilon(z, rounds, DELTA)}, "client")
-    _manifest(out, "unstated", "dc", {"dp_epsilon": 1.0, "dp_delta": DELTA}, None)
+    _manifest(out, "dpfedavg", "dpfedavg", Release(gaussian_epsilon(z, 1.0, DELTA), DELTA, rounds, noise_multiplier=z,
+                                                   adjacency="client",
+                                                   epsilon_rdp=dp_fedavg_epsilon(z, rounds, DELTA)))
+    _manifest(out, "unstated", "dc", Release(1.0, DELTA))
     return out
 
 
 def _entries(release_dir: Path) -> list[dict]:
-    cells = {"output": {"mechanism": "noisy"}, "record": {"mechanism": "noisy"}, "dpfedavg": {"method": "dpfedavg"},
-             "unstated": {}}
-    return _ledger_entries(release_dir, "scoreshield-gram", "digits", cells)
+    return ledger_entries(release_dir, ["output", "record", "dpfedavg", "unstated"])
 
 
 def test_entries_state_adjacency_record_multiplier_and_the_rdp_figure(release_dir):

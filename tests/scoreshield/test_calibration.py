@@ -119,9 +119,11 @@ def test_family_refuses_classical_beyond_validity_unless_allowed(tiny_inputs):
     sigma = 2.0 * math.sqrt(2.0 * math.log(1.25e5)) / 10.0
     assert out.info["sigma"] == pytest.approx(sigma)
     # the ledger gets σ/Δ, from which it records the δ actually achieved (> the target 1e-5)
-    z = out.metrics["dp_noise_multiplier"]
-    assert z == pytest.approx(sigma / 2.0)
-    entry = LedgerEntry("d", "s", "c", 0, "gaussian", 10.0, out.metrics["dp_delta"], 5, z)
+    (release,) = out.ledger
+    assert release.noise_multiplier == pytest.approx(sigma / 2.0)
+    assert (release.epsilon, release.count) == (10.0, 5)
+    entry = release.entry("d", "s", "c", 0, "gaussian")
+    assert entry == LedgerEntry("d", "s", "c", 0, "gaussian", 10.0, 1e-5, 5, sigma / 2.0, "record")
     assert entry.delta_achieved == pytest.approx(2.27e-5, rel=0.01)
 
 

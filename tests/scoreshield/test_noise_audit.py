@@ -138,18 +138,25 @@ def test_gram_noise_entries_are_the_independent_entries_on_z_scale():
 
 
 def test_output_adjacency_gram_release_states_its_record_level_multiplier(tiny_inputs):
-    """dp_record_noise_multiplier = σ/(2√(2(n − 1))): at n = 40 and ε = 2 (Δ = 1) a record gets over 30 times ε."""
+    """The ledger entry's record_noise_multiplier = σ/(2√(2(n − 1))): at n = 40 and ε = 2 (Δ = 1) a
+    record gets over 30 times ε."""
     params = family.Params(mechanism="noisy", epsilon=2.0, **GRAM)
     out = family.release(tiny_inputs, params, 0)
     sigma = analytic_sigma(1.0, 2.0, params.delta)
-    assert out.metrics["dp_noise_multiplier"] == pytest.approx(sigma, rel=1e-12)
-    z_rec = out.metrics["dp_record_noise_multiplier"]
+    (entry,) = out.ledger
+    assert entry.noise_multiplier == pytest.approx(sigma, rel=1e-12)
+    z_rec = entry.record_noise_multiplier
     assert z_rec == pytest.approx(sigma / (2 * math.sqrt(2 * 39)), rel=1e-12)
     assert z_rec == pytest.approx(sigma / gram_record_sensitivity(40), rel=1e-12)
     assert gaussian_epsilon(z_rec, 1.0, params.delta) > 30 * 2.0
-    assert out.info["dp_adjacency"] == "output"
+    assert entry.adjacency == "output" and (entry.epsilon, entry.delta, entry.count) == (2.0, params.delta, 1)
+    # the record's columns show the same numbers
+    assert out.saved_metrics()["dp_record_noise_multiplier"] == z_rec
     rec = family.release(tiny_inputs, family.Params(mechanism="noisy", epsilon=2.0, **{**GRAM, "adjacency": "record"}), 0)
-    assert rec.metrics["dp_record_noise_multiplier"] == pytest.approx(rec.metrics["dp_noise_multiplier"], rel=1e-12)
-    assert rec.info["dp_adjacency"] == "record"
+    (rec_entry,) = rec.ledger
+    assert rec_entry.record_noise_multiplier == pytest.approx(rec_entry.noise_multiplier, rel=1e-12)
+    assert rec_entry.adjacency == "record"
     vec = family.release(tiny_inputs, family.Params(mechanism="gaussian", epsilon=2.0, n_queries=5), 0)
-    assert vec.info["dp_adjacency"] == "record" and "dp_record_noise_multiplier" not in vec.metrics
+    (vec_entry,) = vec.ledger
+    assert vec_entry.adjacency == "record" and vec_entry.record_noise_multiplier is None
+    assert vec_entry.count == 5 and "dp_record_noise_multiplier" not in vec.saved_metrics()

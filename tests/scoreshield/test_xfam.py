@@ -17,8 +17,9 @@ XFAM = ("xfam_attack_rep", "xfam_attack_group", "xfam_attack_index", "xfam_pool"
 
 def _release_integrate(inputs: dict, params: family.Params, seed: int) -> tuple[dict, dict]:
     rel = family.release(inputs, params, seed)
-    integ = family.integrate({**inputs, "release": rel.arrays}, params, seed)
-    return rel.arrays, integ.arrays
+    integ = family.integrate({**inputs, "release": rel.saved_arrays()}, params, seed)
+    assert not set(XFAM) & set(integ.arrays)  # the view is the typed field, saved under these names
+    return rel.saved_arrays(), integ.saved_arrays()
 
 
 @pytest.mark.parametrize("mechanism", ["clean", "noisy", "newton"])

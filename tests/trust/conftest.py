@@ -81,13 +81,11 @@ def valid_user_arrays(n: int = 60, p: int = 5, seed: int = 0) -> dict[str, np.nd
 
 def _populate(root: Path, mlflow_db: Path) -> None:
     """Write the tiny complete run of :func:`populated_root` into the new folder ``root``."""
-    from tasks.attack import attack
     from tasks.embed import embed
-    from tasks.evaluate import evaluate
-    from tasks.integrate import integrate
     from tasks.prepare import prepare
-    from tasks.release import release
     from tasks.report import report
+    from tasks.sweep import run_sweep_stage
+    from veilbench.stages import STAGES
 
     root.mkdir()
     shutil.copy(mlflow_db, root / "mlflow.db")
@@ -97,8 +95,8 @@ def _populate(root: Path, mlflow_db: Path) -> None:
     for dataset in ("digits", "mine"):
         prepare(dataset, root=root)
     embed("digits-pca", root=root)
-    for stage in (release, integrate, attack, evaluate):
-        stage(SWEEP, root=root)
+    for stage in STAGES:
+        run_sweep_stage(stage, SWEEP, root=root)
     report(root=root)
 
 

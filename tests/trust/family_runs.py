@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from veilbench.stages import STAGES
+
 #: family → tiny cell options (seconds on one core), as in each family's own stage tests.
 CELLS: dict[str, dict[str, Any]] = {
     "scoreshield": {"mechanism": "gaussian", "epsilon": 8.0, "n_queries": 30, "audit_releases": 400},
@@ -28,7 +30,6 @@ CELLS: dict[str, dict[str, Any]] = {
             "attack_max_steps": 30, "surrogate_max_epochs": 20, "surrogate_patience": 5},
 }
 
-STAGES = ("release", "integrate", "attack", "evaluate")
 
 
 def tiny_inputs() -> dict[str, dict[str, np.ndarray]]:
@@ -59,7 +60,7 @@ def run_cell(family: str, inputs: dict, seed: int) -> dict[str, float]:
     out = None
     for stage in STAGES:
         out = getattr(module, stage)(feed, params, seed)
-        feed[stage] = out.arrays
+        feed[stage] = out.saved_arrays()
     return {k: float(v) for k, v in out.metrics.items()}
 
 

@@ -8,7 +8,7 @@ Every case is one row of a table. A case must
 * leave ``data/``, ``reports/`` and ``mlflow.db`` byte-for-byte as they were, in a work folder that
   already holds a complete tiny run (``trust_root``), so an existing output must survive too.
 
-Params cases run twice: through a stage function (``tasks.release.release``) and through
+Params cases run twice: through a stage (``tasks.sweep.run_sweep_stage("release", …)``) and through
 ``veilbench validate``. Data-file cases enter as a user dataset
 ``datasets: {mine: {source: file, options: {path: ...}}}`` and run ``tasks.prepare.prepare``.
 """
@@ -145,7 +145,7 @@ PARAMS_CASES: list[tuple[str, Callable[[dict], dict | str] | str, tuple[str, ...
 @pytest.mark.parametrize("case", _cases(PARAMS_CASES))
 def test_bad_params_are_rejected_naming_the_key(case: str, trust_root: Path) -> None:
     from flows.cli import app
-    from tasks.release import release
+    from tasks.sweep import run_sweep_stage
 
     _, mutation, fragments = next(c for c in PARAMS_CASES if c[0] == case)
     content = mutation if isinstance(mutation, str) else mutation(with_user_path(trust_params(), trust_root, "user/mine.npz"))
@@ -153,7 +153,7 @@ def test_bad_params_are_rejected_naming_the_key(case: str, trust_root: Path) -> 
     before = tree_digest(trust_root)
 
     with pytest.raises(ConfigError) as err:
-        release(SWEEP, params_path=case_file, root=trust_root)
+        run_sweep_stage("release", SWEEP, params_path=case_file, root=trust_root)
     _assert_names(str(err.value), fragments)
 
     result = CliRunner().invoke(app, ["validate", "--params", str(case_file)])
@@ -166,12 +166,12 @@ def test_bad_params_are_rejected_naming_the_key(case: str, trust_root: Path) -> 
 
 def test_missing_params_file_is_named(trust_root: Path) -> None:
     from flows.cli import app
-    from tasks.release import release
+    from tasks.sweep import run_sweep_stage
 
     before = tree_digest(trust_root)
     missing = trust_root / "nowhere" / "params.yaml"
     with pytest.raises(ConfigError, match="file not found"):
-        release(SWEEP, params_path=missing, root=trust_root)
+        run_sweep_stage("release", SWEEP, params_path=missing, root=trust_root)
     result = CliRunner().invoke(app, ["validate", "--params", str(missing)])
     assert result.exit_code == 2
     _assert_names(result.output, ("file not found", "params.yaml"))

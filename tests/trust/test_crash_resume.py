@@ -2,7 +2,7 @@
 
 The release stage of a three-cell sweep (ScoreShield Gram release with the Dykstra projection,
 about a second per cell) runs as a subprocess
-``python -c "from tasks.release import release; release('<sweep>')"`` with ``VEILBENCH_ROOT``
+``python -c "from tasks.sweep import run_sweep_stage; run_sweep_stage('release', '<sweep>')"`` with ``VEILBENCH_ROOT``
 set. As soon as the first cell's ``manifest.json`` exists the process is killed (SIGKILL), then
 the same stage runs again (in this process). The result must equal an uninterrupted run of the
 same sweep, only the cells without output are recomputed (``sweep.json``), nothing half-written is
@@ -49,7 +49,7 @@ def _root(populated_root: Path, dest: Path) -> Path:
 def _release_cmd(root: Path) -> tuple[list[str], dict[str, str]]:
     env = {**os.environ, "VEILBENCH_ROOT": str(root)}
     env.pop("DVC_ROOT", None)
-    return [sys.executable, "-c", f"from tasks.release import release; release({SLOW!r})"], env
+    return [sys.executable, "-c", f"from tasks.sweep import run_sweep_stage; run_sweep_stage('release', {SLOW!r})"], env
 
 
 def _runs(root: Path):
@@ -68,10 +68,10 @@ def _complete_cells(out: Path) -> list[str]:
 @pytest.fixture(scope="module")
 def uninterrupted(populated_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The reference: the same sweep released in one go, in-process (once per module; read only)."""
-    from tasks.release import release
+    from tasks.sweep import run_sweep_stage
 
     root = _root(populated_root, tmp_path_factory.mktemp("crash") / "reference")
-    release(SLOW, root=root)
+    run_sweep_stage("release", SLOW, root=root)
     return root / "data" / "release" / SLOW
 
 
@@ -99,9 +99,9 @@ def test_killed_sweep_resumes_to_the_uninterrupted_result(populated_root: Path, 
     *_, runs = _runs(root)
     interrupted = {r.info.run_id for r in runs if r.info.status == "RUNNING"}  # almost always one (cell 1's)
 
-    from tasks.release import release
+    from tasks.sweep import run_sweep_stage
 
-    release(SLOW, root=root)  # the resume: the same stage again (in-process; only the kill needs a process)
+    run_sweep_stage("release", SLOW, root=root)  # the resume: the same stage again (in-process; only the kill needs a process)
 
     sweep = read_json(out / "sweep.json")
     assert sweep["reused"] == finished, "a cell finished before the kill was recomputed"
@@ -139,8 +139,8 @@ def test_run_interrupted_after_its_output_was_written_is_marked_failed(populated
     client, experiment_id, _ = _runs(root)
     stale = client.create_run(experiment_id, tags={"stage": "release", "sweep": SLOW, "cell": CELLS[0],
                                                    "dataset": "digits", "embedding": "digits-pca"})
-    from tasks.release import release
+    from tasks.sweep import run_sweep_stage
 
-    release(SLOW, root=root)
+    run_sweep_stage("release", SLOW, root=root)
     assert read_json(root / "data" / "release" / SLOW / "sweep.json")["reused"] == CELLS
     assert client.get_run(stale.info.run_id).info.status == "FAILED"

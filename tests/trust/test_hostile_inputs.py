@@ -151,7 +151,7 @@ PARAMS_CASES: list[tuple[str, Callable[[dict], bytes], tuple[str, ...]]] = [
 @pytest.mark.parametrize("case", [c[0] for c in PARAMS_CASES])
 def test_hostile_params_are_rejected_naming_the_key(case: str, trust_root: Path) -> None:
     from flows.cli import app
-    from tasks.release import release
+    from tasks.sweep import run_sweep_stage
 
     _, make, fragments = next(c for c in PARAMS_CASES if c[0] == case)
     case_file = trust_root / "case.yaml"
@@ -159,7 +159,7 @@ def test_hostile_params_are_rejected_naming_the_key(case: str, trust_root: Path)
     before, outside = tree_digest(trust_root), _outside_digest(trust_root)
 
     with pytest.raises(ConfigError) as err:
-        release(SWEEP, params_path=case_file, root=trust_root)
+        run_sweep_stage("release", SWEEP, params_path=case_file, root=trust_root)
     _assert_names(str(err.value), fragments)
     assert len(str(err.value)) < 2500, "a message must stay short"
 

@@ -236,18 +236,16 @@ def _clean_run(root: Path, migrated_mlflow_db: Path) -> None:
     """Every stage of the project at ``root`` run directly (no DVC, no server) into a fresh folder."""
     import shutil
 
-    from tasks.attack import attack
     from tasks.embed import embed
-    from tasks.evaluate import evaluate
-    from tasks.integrate import integrate
     from tasks.prepare import prepare
-    from tasks.release import release
+    from tasks.sweep import run_sweep_stage
+    from veilbench.stages import STAGES
 
     shutil.copy(migrated_mlflow_db, root / "mlflow.db")
     prepare("mine", root=root)
     embed("mine-pca", root=root)
-    for stage in (release, integrate, attack, evaluate):
-        stage(SWEEP, root=root)
+    for stage in STAGES:
+        run_sweep_stage(stage, SWEEP, root=root)
 
 
 def _results(root: Path) -> dict[str, Any]:

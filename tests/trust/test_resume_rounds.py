@@ -47,16 +47,16 @@ def _checkpoints(root: Path) -> list[Path]:
 
 
 def test_a_killed_gca_cell_resumes_at_its_last_round(populated_root: Path, tmp_path: Path) -> None:
-    from tasks.release import release
+    from tasks.sweep import run_sweep_stage
 
     reference = _root(populated_root, tmp_path / "reference")
-    release(SWEEP, root=reference)
+    run_sweep_stage("release", SWEEP, root=reference)
     assert not _checkpoints(reference)  # removed once the outputs were written
 
     root = _root(populated_root, tmp_path / "killed")
     env = {**os.environ, "VEILBENCH_ROOT": str(root)}
     env.pop("DVC_ROOT", None)
-    proc = subprocess.Popen([sys.executable, "-c", f"from tasks.release import release; release({SWEEP!r})"],
+    proc = subprocess.Popen([sys.executable, "-c", f"from tasks.sweep import run_sweep_stage; run_sweep_stage('release', {SWEEP!r})"],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     saved, deadline = None, time.monotonic() + 240
     while saved is None or saved[0] < 2:
@@ -71,7 +71,7 @@ def test_a_killed_gca_cell_resumes_at_its_last_round(populated_root: Path, tmp_p
     killed_round, state = RoundCheckpoints(folder).load()
     assert 2 <= killed_round < 40 and state["_cpu_seconds"] > 0
 
-    release(SWEEP, root=root)  # the same stage again: resumes from round killed_round + 1
+    run_sweep_stage("release", SWEEP, root=root)  # the same stage again: resumes from round killed_round + 1
     got, record = read_bundle(root / "data" / "release" / SWEEP / CELL)
     want, _ = read_bundle(reference / "data" / "release" / SWEEP / CELL)
     assert got.keys() == want.keys()

@@ -135,11 +135,11 @@ def _parent_statuses(root: Path, stage: str) -> list[str]:
 
 
 def test_a_failed_sweep_stage_ends_its_parent_run_failed(trust_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tasks.release import release
+    from tasks.sweep import run_sweep_stage
 
     calls = _failing_release(monkeypatch, trust_root)
     with pytest.raises(ValueError, match="a bug in release"):
-        release(SWEEP, root=trust_root)
+        run_sweep_stage("release", SWEEP, root=trust_root)
     assert calls == [0]
     assert _parent_statuses(trust_root, "release")[0] == "FAILED", "the failed stage's parent run is left RUNNING"
 

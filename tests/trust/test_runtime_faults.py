@@ -392,8 +392,20 @@ def test_a_stage_process_whose_params_changed_exits_2(tmp_path: Path, monkeypatc
             params.write_text(params.read_text().replace("audit_releases: 400", "audit_releases: 500"))
         return []
 
-    assert main("release", lambda **kw: stage_flow(**kw, edit=False), ["--params", str(params)]) == 0  # control
-    assert main("release", stage_flow, ["--params", str(params), "--sweep", SWEEP]) == 2
+    class Flow:
+        """A stage flow as :func:`flows._stage.main` runs it: given its task runner, then called."""
+
+        def __init__(self, edit: bool) -> None:
+            self.edit = edit
+
+        def with_options(self, task_runner: object) -> Flow:
+            return self
+
+        def __call__(self, **kwargs: object) -> list[str]:
+            return stage_flow(**kwargs, edit=self.edit)
+
+    assert main("release", Flow(edit=False), ["--params", str(params)]) == 0  # control
+    assert main("release", Flow(edit=True), ["--params", str(params), "--sweep", SWEEP]) == 2
     assert ran == [None, [SWEEP]] and "changed while the run" in capsys.readouterr().err
     assert yaml.safe_load(params.read_text())["sweeps"][SWEEP]["params"]["audit_releases"] == 500
     assert SNAPSHOT_SHA256 not in os.environ

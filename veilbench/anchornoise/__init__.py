@@ -8,6 +8,6 @@ Spec: ``shared/specs/anchor-noise.md``. Modules, one job each:
 * :mod:`.alternating`: the plain alternating generalized Procrustes baseline (§4);
 * :mod:`.attacks`: Moore–Penrose, orthogonal Procrustes and alignment-map calibration (§5);
 * :mod:`.linkage`: exact source linkage on a deduplicated pool (§6.1);
-* :mod:`.studies`: helpers for v grids, the phase transition and matched-linkage read-outs (§10);
+* :mod:`.equivalence`: claim 2 (§7), data noise after AA-I-GDP has C-GDP's law, checked on data;
 * :mod:`.family`: the pipeline stages.
 """

@@ -37,13 +37,14 @@ source). Assumptions (spec [assume] items, all configurable through :class:`Para
   the cell's training records with the cell's σ, r and seed, each output minus its best rigid
   fit of X; the metrics are the two residual variances (claim: both ≈ σ² less the fit's
   d(d+1)/2 degrees of freedom out of n·d) and the two-sample Kolmogorov–Smirnov statistic and
-  p-value between the residual entries (:func:`~veilbench.anchornoise.studies.data_noise_equivalence`).
+  p-value between the residual entries (:func:`~veilbench.anchornoise.equivalence.data_noise_equivalence`).
 
-Cross-family protocol (``xfam_*`` arrays): ``release`` emits each participant's private upload
-Y_i rows (``xfam_attack_rep``, group = participant, index = row of ``xfam_pool`` = the records X_i
-in the feature space the mechanism reads; ``xfam_pool`` is also the private ground truth that
-``evaluate`` scores linkage against); ``integrate`` emits the analyst's aligned uploads of the
-training and test records (test records under ``test_protocol``) with their class labels.
+Cross-family view (:class:`~veilbench.crossfamily.CrossFamilyArrays`): ``release`` emits the
+attack side, each participant's private upload Y_i rows (group = participant, index = row of the
+pool = the records X_i in the feature space the mechanism reads; the pool, saved as ``xfam_pool``,
+is also the private ground truth that ``evaluate`` scores linkage against); ``integrate`` emits
+the utility side, the analyst's aligned uploads of the training and test records (test records
+under ``test_protocol``) with their class labels.
 
 Stages: ``release`` (participants) → ``integrate`` (analyst, public uploads only) → ``attack``
 (analyst + colluders) → ``evaluate``. The release stage also saves the simulation's private
@@ -61,11 +62,12 @@ from pydantic import Field, model_validator
 
 from veilbench.anchornoise.anchor import anchor_scale_value
 from veilbench.anchornoise.attacks import CollusionBundle, attack_name, run_attacks
+from veilbench.anchornoise.equivalence import data_noise_equivalence
 from veilbench.anchornoise.gpm import GeneralizedPowerMethod, rotation_error
 from veilbench.anchornoise.linkage import deduplicated_linkage
 from veilbench.anchornoise.mechanisms import ANALYST_STREAM, PARTITION_STREAM, TEST_SPLIT_STREAM, GDPMechanism
 from veilbench.anchornoise.participants import assign_participants, reduce_dimension
-from veilbench.anchornoise.studies import data_noise_equivalence
+from veilbench.crossfamily import CrossFamilyArrays, LinkageArrays, UtilityArrays
 from veilbench.families.base import FamilyParams, StageInputs, StageOutput
 from veilbench.metrics.advantage import error_advantage, success_advantage
 from veilbench.metrics.linkage import linkage_rate, relative_reconstruction_error
@@ -73,6 +75,10 @@ from veilbench.random import stream
 from veilbench.validation import ValidationError, check_labels
 
 RECON_PREFIX = "recon__"
+#: The option naming a cell's method (:func:`veilbench.families.base.method_of`).
+METHOD_KEY = "mechanism"
+#: No cell loads torch.
+USES_TORCH = False
 
 
 #: Cell mechanism → release kind (spec §3 table): DC is AA-I-GDP without any noise.
@@ -181,11 +187,9 @@ def release(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
         "train_rows": rows,
         "private_O": rel.O,
         "private_Psi": rel.Psi,
-        "xfam_attack_rep": np.asarray(rel.Y_train, dtype=np.float64),
-        "xfam_attack_group": party.astype(np.int64),
-        "xfam_attack_index": np.arange(rows.size, dtype=np.int64),
-        "xfam_pool": np.asarray(z, dtype=np.float64),
     }
+    xfam = LinkageArrays(np.asarray(rel.Y_train, dtype=np.float64), party.astype(np.int64),
+                         np.arange(rows.size, dtype=np.int64), np.asarray(z, dtype=np.float64))
     if rel.B is not None:
         arrays |= {"B": rel.B, "private_A": rel.A}
     s_a = anchor_scale_value(params.r, params.anchor_scale)
@@ -199,18 +203,15 @@ def release(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
         "v_over_anchor_scale": params.v / s_a,
         "test_protocol": params.test_protocol,
     }
-    return StageOutput(arrays=arrays, info=info)
+    return StageOutput(arrays=arrays, info=info, crossfamily=CrossFamilyArrays(attack=xfam))
 
 
-def _utility_arrays(inputs: StageInputs, params: Params, aligned: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Cross-family utility arrays: the analyst's aligned train/test records and their labels."""
+def _utility_arrays(inputs: StageInputs, params: Params, aligned: dict[str, np.ndarray]) -> CrossFamilyArrays:
+    """The cross-family utility side: the analyst's aligned train/test records and their labels."""
     y, y_test = _labels(inputs, np.asarray(inputs["release"]["train_rows"]))
-    return {
-        "xfam_utility_rep_train": np.asarray(aligned["Yhat_train"], dtype=np.float64),
-        "xfam_utility_y_train": y,
-        "xfam_utility_rep_test": np.asarray(aligned[f"Yhat_test_{params.test_protocol}"], dtype=np.float64),
-        "xfam_utility_y_test": y_test,
-    }
+    return CrossFamilyArrays(utility=UtilityArrays(
+        np.asarray(aligned["Yhat_train"], dtype=np.float64), y,
+        np.asarray(aligned[f"Yhat_test_{params.test_protocol}"], dtype=np.float64), y_test))
 
 
 def integrate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
@@ -222,8 +223,8 @@ def integrate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
         m, d = int(np.max(rel["party_index_train"])) + 1, int(rel["Y_train"].shape[1])
         arrays = {"Yhat" + n[1:]: np.asarray(rel[n]) for n in names}
         arrays |= {"R": np.broadcast_to(np.eye(d), (m, d, d)).copy(), "offsets": np.zeros((m, d))}
-        arrays |= _utility_arrays(inputs, params, arrays)
-        return StageOutput(arrays=arrays, metrics={"gpm_iterations": 0.0}, info={"aligned": False})
+        return StageOutput(arrays=arrays, metrics={"gpm_iterations": 0.0}, info={"aligned": False},
+                           crossfamily=_utility_arrays(inputs, params, arrays))
     gpm = GeneralizedPowerMethod(
         tol=params.gpm_tol,
         tol_rotation=params.gpm_tol_rotation,
@@ -236,7 +237,7 @@ def integrate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
         seed=stream(seed, ANALYST_STREAM),
     ).fit(rel["B"])
     arrays = {"Yhat" + n[1:]: gpm.transform(rel[n], p) for n, p in zip(names, parties, strict=True)}
-    arrays |= _utility_arrays(inputs, params, arrays)
+    xfam = _utility_arrays(inputs, params, arrays)
     arrays |= {
         "R": gpm.rotations_,
         "offsets": gpm.offsets_,
@@ -247,7 +248,8 @@ def integrate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
     if params.gpm_certify:
         metrics |= {"gpm_certificate": gpm.certificate_, "gpm_certified": float(gpm.certified_)}
     arrays |= {k: np.asarray(v) for k, v in metrics.items()}  # evaluate reads the diagnostics from arrays
-    return StageOutput(arrays=arrays, metrics=metrics, info={"aligned": True, "converged": gpm.converged_})
+    return StageOutput(arrays=arrays, metrics=metrics, info={"aligned": True, "converged": gpm.converged_},
+                       crossfamily=xfam)
 
 
 def control_reconstruction(colluder_records: np.ndarray, n_targets: int) -> np.ndarray:

@@ -63,6 +63,22 @@ def gdp(x: np.ndarray, o: np.ndarray, psi: np.ndarray) -> np.ndarray:
     return x @ o + psi
 
 
+def synthetic_anchor_uploads(
+    m: int, r: int, d: int, v: float, seed: int, scale: AnchorScale = "sqrt_r", translation_scale: float = 5.0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One anchor-noise instance without records: the m uploaded anchors B_i = A O_i + 1Ψ_iᵀ + v W_i
+    (m × r × d) of one anchor A (r × d) with their ground truth O (m × d × d) and Ψ (m × d), as
+    (B, O, Ψ); what the GPM solves (its tests and ``benchmarks/bench_gpm.py``)."""
+    rng = stream(seed, "anchornoise.synthetic-uploads")
+    a = make_anchor(r, d, scale, rng)
+    v = check_in_range(v, "v", 0.0, None)
+    B, O, Psi = np.empty((m, r, d)), np.empty((m, d, d)), np.empty((m, d))
+    for i in range(m):
+        O[i], Psi[i] = sample_transform(d, translation_scale, rng)
+        B[i] = gdp(a, O[i], Psi[i]) + v * rng.standard_normal((r, d))
+    return B, O, Psi
+
+
 @dataclass(frozen=True)
 class Release:
     """What the participants produce for one run.

@@ -22,14 +22,14 @@ Stages (``seed`` = trial index ``r``; it seeds sources, anchors, obfuscators, at
     prediction time; ``X_test`` is the whole test split, or with ``n_test`` a seeded subset of
     ``n_test`` records (spec §4: ``nK`` shared test records; rows ``test_index``). ``anchor`` (``A``), ``record_index`` and ``source_index`` are private /
     evaluation-only arrays: the analyst (``integrate``) never reads them.
-    Cross-family arrays (n_r = all parties' records): ``xfam_attack_rep = X̃`` (n_r × d̃),
-    ``xfam_attack_group`` = party id, ``xfam_attack_index`` = row in ``xfam_pool``, the parties'
+    Cross-family attack side (:class:`~veilbench.crossfamily.LinkageArrays`, n_r = all parties'
+    records): rep = ``X̃`` (n_r × d̃), group = party id, index = row in the pool, the parties'
     records in the feature space ``f_k`` reads (n_r × d).
 ``integrate`` (analyst side, §2)
     Fits ``{g_k}`` on ``ir_anchor`` (and the anchor labels for TSL) and outputs ``collab_train``
-    (``X̂``, n × d̂) and ``collab_test`` (K × m × d̂); cross-family utility arrays
-    ``xfam_utility_rep_train = X̂`` with ``y``, ``xfam_utility_rep_test`` = the K mapped test sets
-    stacked (K·m × d̂) with ``y_test`` repeated K times.
+    (``X̂``, n × d̂) and ``collab_test`` (K × m × d̂); the cross-family utility side
+    (:class:`~veilbench.crossfamily.UtilityArrays`): train = ``X̂`` with ``y``, test = the K mapped
+    test sets stacked (K·m × d̂) with ``y_test`` repeated K times.
 ``method ∈ {central, local}`` (spec §2.9 references, so that a frontier grouped by ``method`` draws
     them): the same sources and parties as the integrating cells of that seed, no obfuscation, no
     integration; ``utility_accuracy`` is the Central (one RF on all parties' raw records) or Local
@@ -76,6 +76,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field, computed_field, model_validator
 
+from veilbench.crossfamily import CrossFamilyArrays, LinkageArrays, UtilityArrays
 from veilbench.dc._base import BaseIntegrator
 from veilbench.dc.anchors import random_anchor, select_sources, smote_anchor
 from veilbench.dc.attacks import make_attack
@@ -93,6 +94,10 @@ from veilbench.validation import ValidationError
 
 #: Reference "methods" of the paper's roster (spec §2.9): no integration, raw records.
 BASELINES = ("central", "local")
+#: The option naming a cell's method (:func:`veilbench.families.base.method_of`).
+METHOD_KEY = "method"
+#: No cell loads torch (scikit-learn and UMAP only).
+USES_TORCH = False
 
 #: Prefix of the attack stage's privacy scores, kept as 0-d arrays for ``evaluate``.
 SCORE = "score__"
@@ -292,18 +297,15 @@ def release(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
         anchor_labels=anchor.y,
         ir_test=np.stack([s[1] for s in shared]),
         anchor=anchor.X,
-        xfam_attack_rep=ir_train,
-        xfam_attack_group=party,
-        xfam_attack_index=np.arange(record_index.size, dtype=np.int64),
-        xfam_pool=x_train[record_index],
     )
+    xfam = LinkageArrays(ir_train, party, np.arange(record_index.size, dtype=np.int64), x_train[record_index])
     info.update(
         d_tilde=params.d_tilde,
         umap_settings=settings if params.obfuscation == "umap" else [],
         released_by_parties=["ir_train", "party", "y", "ir_anchor", "ir_test"],
         private_not_for_analyst=["anchor", "record_index", "source_index", "xfam_pool"],
     )
-    return StageOutput(arrays=arrays, info=info)
+    return StageOutput(arrays=arrays, info=info, crossfamily=CrossFamilyArrays(attack=xfam))
 
 
 def make_integrator(params: Params, seed: int) -> BaseIntegrator:
@@ -356,16 +358,10 @@ def integrate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
     timings = {"cost_fit_seconds": t1 - t0, "cost_transform_seconds_per_record": (t2 - t1) / max(n_test_rows, 1)}
     if isinstance(integrator, NKI):  # CPU seconds of each fit step of the paper's Table 1
         timings.update({f"nki_{step}_cpu_seconds": v for step, v in integrator.step_seconds_.items()})
-    y_test = np.asarray(inputs["prepare"]["y_test"]).astype(np.int64)[rel["test_index"]]
-    arrays = {
-        "collab_train": collab_train,
-        "collab_test": collab_test,
-        "xfam_utility_rep_train": collab_train,
-        "xfam_utility_y_train": rel["y"],
-        "xfam_utility_rep_test": collab_test.reshape(-1, collab_test.shape[2]),
-        "xfam_utility_y_test": np.tile(y_test, collab_test.shape[0]),
-    }
-    return StageOutput(arrays=arrays, info=info, timings=timings)
+    xfam = UtilityArrays(collab_train, rel["y"], collab_test.reshape(-1, collab_test.shape[2]),
+                         np.tile(y_test, collab_test.shape[0]))
+    return StageOutput(arrays={"collab_train": collab_train, "collab_test": collab_test}, info=info, timings=timings,
+                       crossfamily=CrossFamilyArrays(utility=xfam))
 
 
 def _leaked_rows(labels: np.ndarray, params: Params, n_classes: int, seed: int) -> np.ndarray:

@@ -9,7 +9,12 @@ Every family module exposes
 
 * ``Params``: a pydantic model of the family's cell options (``extra="forbid"``, every range
   checked), validated before any work starts;
-* four stage functions with one signature::
+* ``METHOD_KEY``: the option naming a cell's method (ScoreShield's ``mechanism``, GCA's ``method``,
+  …); its value tags the cell's runs and records and its privacy-ledger entries (:func:`method_of`);
+* ``USES_TORCH``: whether its cells load torch; a family without torch may name in
+  ``TORCH_OPTIONS`` (option → value) the options that make one of its cells load it all the same
+  (:func:`cells_use_torch`). The pipeline sets torch's thread count only where a cell may load it;
+* four stage functions (:data:`STAGES`) with one signature::
 
       def release(inputs: StageInputs, params: Params, seed: int) -> StageOutput
       def integrate(inputs: StageInputs, params: Params, seed: int) -> StageOutput
@@ -48,9 +53,15 @@ only what it declared: reading anything else is an error (:mod:`tasks.stage_read
 without a declaration reads every option and every earlier stage.
 
 ``inputs`` maps each earlier stage name (``"prepare"``, ``"embed"``, ``"release"``, …) to the
-arrays that stage produced for this cell and seed. A stage returns plain arrays (saved as an
-``.npz`` with ``allow_pickle=False``), scalar metrics (logged to MLflow, written to JSON) and a
-JSON-able ``info`` dict (solver diagnostics, the σ used, …). ``evaluate`` returns metrics only.
+arrays that stage produced for this cell and seed (:meth:`StageOutput.saved_arrays`). A stage
+returns plain arrays (saved as an ``.npz`` with ``allow_pickle=False``), scalar metrics (logged to
+MLflow, written to JSON) and a JSON-able ``info`` dict (solver diagnostics, the σ used, …), and two
+typed fields: ``ledger``, the differentially private releases the stage made
+(:class:`veilbench.privacy.ledger.Release`; those of ``release`` make the sweep's privacy
+ledger), and ``crossfamily``, its part of the cross-family view
+(:class:`veilbench.crossfamily.CrossFamilyArrays`: the attack rows of the release, the analyst's
+representation; saved with the arrays, read back by the pipeline's ``evaluate``). ``evaluate``
+returns metrics only.
 
 Arrays produced by ``prepare`` (see :mod:`veilbench.datasets.partition`):
 ``X_train (n, p)``, ``y_train (n,)``, ``party_train (n,)`` (party/client index of each record),
@@ -60,16 +71,20 @@ Arrays produced by ``prepare`` (see :mod:`veilbench.datasets.partition`):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-StageInputs = Mapping[str, Mapping[str, np.ndarray]]
+from veilbench.crossfamily import CrossFamilyArrays
+from veilbench.privacy.ledger import Release
 
-STAGES: tuple[str, ...] = ("release", "integrate", "attack", "evaluate")
+from veilbench.stages import STAGES  # noqa: F401 - re-exported: the stage functions a family implements
+
+StageInputs = Mapping[str, Mapping[str, np.ndarray]]
 
 
 class FamilyParams(BaseModel):
@@ -91,6 +106,20 @@ class StageOutput:
     metrics: dict[str, float] = field(default_factory=dict)
     info: dict[str, Any] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
+    ledger: list[Release] = field(default_factory=list)
+    crossfamily: CrossFamilyArrays | None = None
+
+    def saved_arrays(self) -> dict[str, np.ndarray]:
+        """What the pipeline saves and hands to the later stages: ``arrays`` and the cross-family
+        arrays under their stored names (:meth:`CrossFamilyArrays.arrays`)."""
+        return {**self.arrays, **(self.crossfamily.arrays() if self.crossfamily is not None else {})}
+
+    def saved_metrics(self) -> dict[str, float]:
+        """What the pipeline records as the stage's metrics: ``metrics`` and, for a stage that made
+        one differentially private release, its budget's columns (:meth:`Release.metrics`); the
+        ledger itself holds every release."""
+        extra = self.ledger[0].metrics() if len(self.ledger) == 1 else {}
+        return {**{k: float(v) for k, v in self.metrics.items()}, **extra}
 
 
 class StageFunction(Protocol):
@@ -113,3 +142,19 @@ def passthrough(inputs: StageInputs, params: Any, seed: int) -> StageOutput:
 def is_data_free(data_free: tuple[Mapping[str, Any], ...], options: Mapping[str, Any]) -> bool:
     """True when ``options`` (a cell's options) contain every item of one entry of ``data_free``."""
     return any(all(k in options and options[k] == v for k, v in ref.items()) for ref in data_free)
+
+
+def method_of(family: ModuleType, name: str, options: Mapping[str, Any]) -> str:
+    """The method of a cell of ``family`` (registered as ``name``) with ``options``: the value of
+    the family's ``METHOD_KEY`` option when the cell sets it, else the family's name."""
+    return str(options.get(family.METHOD_KEY, name))
+
+
+def cells_use_torch(family: ModuleType, cells: Iterable[Mapping[str, Any]]) -> bool:
+    """Whether any of ``cells`` (cell options) of ``family`` may load torch: all of them when the
+    family ``USES_TORCH`` (or does not say), else those setting one of its ``TORCH_OPTIONS`` to the
+    value named there."""
+    if getattr(family, "USES_TORCH", True):
+        return True
+    triggers = getattr(family, "TORCH_OPTIONS", {})
+    return any(key in cell and cell[key] == value for cell in cells for key, value in triggers.items())

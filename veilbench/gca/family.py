@@ -15,11 +15,11 @@ Learning*. One cell = one method (``gca``, ``fedavg``, ``fedprox``, ``fednova``,
   (parameter sharing) or a fresh latent upload after ``attack_extra_epochs`` more reconstruction
   epochs (GCA), the per-round bytes sent and, for DP-FedAvg, the noise the server added
   (``dp_noise_*``, for the white-box noise audit).
-  The cross-family arrays ``xfam_*`` (:mod:`veilbench.gca.xfam`) ride along unless ``crossfamily``
+  The cross-family view (:mod:`veilbench.gca.xfam`) rides along unless ``crossfamily``
   is off (paper-scale image runs: the view encodes every record of the data set).
-  Metrics: ``comm_mib_per_round`` and, for DP-FedAvg, the privacy ledger's ``dp_releases`` (R rounds),
-  ``dp_noise_multiplier`` (z per round), ``dp_epsilon``/``dp_delta`` (one round, exact Gaussian
-  profile) and ``dp_epsilon_rdp`` (the RDP accountant's ε for all R rounds).
+  Metrics: ``comm_mib_per_round``; for DP-FedAvg the privacy ledger's entry: R rounds of noise
+  multiplier z, (ε, δ) of one round (exact Gaussian profile), client adjacency and the RDP
+  accountant's ε for all R rounds.
 * ``integrate``: checkpoint selection (:mod:`veilbench.gca.selection`) on the validation pool
   (``validation``: the point of best validation ROC AUC, the verdicts' protocol), under the paper's
   protocol (max test accuracy over all evaluation points: GCA per reconstruction epoch, baselines
@@ -72,6 +72,10 @@ from veilbench.gca.xfam import xfam_arrays
 from veilbench.random import stream
 from veilbench.validation import ValidationError
 
+#: The option naming a cell's method (:func:`veilbench.families.base.method_of`).
+METHOD_KEY = "method"
+#: The federations train torch autoencoders.
+USES_TORCH = True
 #: Data-free output banks of the control attackers (:func:`veilbench.gca.extraction.trivial_outputs`).
 TRIVIAL_KINDS: tuple[str, ...] = ("zeros", "noise", "mean", "heldout")
 #: Stages the pipeline may give per-round checkpoints (``checkpoints=`` keyword): a killed run resumes.
@@ -239,14 +243,16 @@ def release(inputs: StageInputs, params: Params, seed: int, checkpoints=None) ->
     cpu_seconds = clock.cpu_seconds()
     formula = _formula_bytes(data, params)
     metrics = {"comm_mib_per_round": sum(formula) / MIB}
+    ledger = []
     if params.method == "dpfedavg":
         from veilbench.gca.accountant import dp_fedavg_epsilon
         from veilbench.privacy.calibration import gaussian_epsilon
+        from veilbench.privacy.ledger import Release
 
         z = res.dp_noise_multiplier  # privacy ledger: R Gaussian rounds of multiplier z, composed there by PLD
-        metrics.update(dp_epsilon=gaussian_epsilon(z, 1.0, params.dp_delta), dp_delta=params.dp_delta,
-                       dp_releases=float(params.rounds), dp_noise_multiplier=z,
-                       dp_epsilon_rdp=dp_fedavg_epsilon(z, params.rounds, params.dp_delta))
+        ledger.append(Release(gaussian_epsilon(z, 1.0, params.dp_delta), params.dp_delta, params.rounds,
+                              noise_multiplier=z, adjacency="client",
+                              epsilon_rdp=dp_fedavg_epsilon(z, params.rounds, params.dp_delta)))
     arrays = {
         "curve_accuracy": res.accuracy, "curve_auc": res.auc, "curve_round": res.rounds, "curve_epoch": res.epochs,
         "curve_val_accuracy": res.val_accuracy, "curve_val_auc": res.val_auc,
@@ -256,9 +262,8 @@ def release(inputs: StageInputs, params: Params, seed: int, checkpoints=None) ->
         "comm_bytes_formula": np.array(formula, dtype=np.int64),
         "victim_params": res.victim_params, "victim_codes": res.victim_codes,
         "dp_noise_multiplier": np.array([np.nan if res.dp_noise_multiplier is None else res.dp_noise_multiplier]),
-        "dp_epsilon": np.array([metrics.get("dp_epsilon_rdp", np.nan)]),
+        "dp_epsilon": np.array([ledger[0].epsilon_rdp if ledger else np.nan]),
         "test_anomaly_fraction": np.array([float(data.federation.y_test.mean())]),
-        **(xfam_arrays(data, res, seed) if params.crossfamily else {}),
     }
     noise = res.info.pop("dp_noise", None)
     if noise is not None:  # what the server added, for the white-box noise audit
@@ -272,9 +277,9 @@ def release(inputs: StageInputs, params: Params, seed: int, checkpoints=None) ->
         "anomaly_classes": data.anomaly_classes, "n_test": int(data.federation.y_test.size),
         "lr_step_unit": params.lr_step_unit, "client_init": params.client_init, "device": cfg.device,
         "n_validation": int(data.federation.y_val.size), **res.info,
-        **({"dp_adjacency": "client"} if params.method == "dpfedavg" else {}),
     }
-    return StageOutput(arrays=arrays, metrics=metrics, info=info, timings={"cpu_seconds": cpu_seconds})
+    return StageOutput(arrays=arrays, metrics=metrics, info=info, timings={"cpu_seconds": cpu_seconds}, ledger=ledger,
+                       crossfamily=xfam_arrays(data, res, seed) if params.crossfamily else None)
 
 
 def integrate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:

@@ -1,4 +1,4 @@
-r"""Cross-family protocol arrays of a GCA cell (common brief, "Cross-family protocol").
+r"""The cross-family view of a GCA cell (:class:`veilbench.crossfamily.CrossFamilyArrays`).
 
 The lead's cross-family view attacks every family's release with one record-linkage attack and
 scores one downstream utility; a GCA cell contributes:
@@ -10,8 +10,8 @@ scores one downstream utility; a GCA cell contributes:
   ``(U,)`` = the uploading client i (one encoder, hence one decoder, per client) and
   ``xfam_attack_index`` ``(U,)`` = the record's row in ``xfam_pool``; for ``centralized`` the
   server holds the records themselves (rep = pool, one group). Parameter-sharing methods and
-  ``single`` release no per-record representation: they emit no ``xfam_*`` array at all (the
-  protocol, :func:`veilbench.crossfamily.crossfamily_metrics`, takes all arrays or none).
+  ``single`` release no per-record representation: they emit no view at all (the protocol,
+  :func:`veilbench.crossfamily.crossfamily_metrics`, takes both sides or none).
 * **Utility** (what the analyst learns from): the latent codes of the final encoders of *every*
   training and test record (all classes, not only the normal class the AEs were trained on)
   with their class labels from ``prepare``. With one shared model (FedAvg-style global model,
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from veilbench.crossfamily import CrossFamilyArrays, LinkageArrays, UtilityArrays
 from veilbench.gca.data import FederatedData
 from veilbench.gca.federation import RunResult
 from veilbench.gca.training import encode
@@ -35,21 +36,20 @@ from veilbench.random import stream
 UTILITY_STREAM = "gca.xfam-utility"
 
 
-def attack_arrays(data: FederatedData, result: RunResult) -> dict[str, np.ndarray]:
-    """``xfam_pool`` and ``xfam_attack_{rep,group,index}`` for ``gca`` and ``centralized``; else ``{}``."""
+def attack_arrays(data: FederatedData, result: RunResult) -> LinkageArrays | None:
+    """The attack side (pool, codes, uploading client, row in the pool) for ``gca`` and
+    ``centralized``; else None."""
     clients = data.federation.clients
     pool = np.concatenate(clients).astype(np.float64)
     if result.last_upload is not None:
         up = result.last_upload
         offsets = np.cumsum([0, *(c.shape[0] for c in clients)])[:-1]
-        return {"xfam_pool": pool, "xfam_attack_rep": up.codes.astype(np.float64),
-                "xfam_attack_group": up.client.astype(np.int64),
-                "xfam_attack_index": (offsets[up.client] + up.row).astype(np.int64)}
+        return LinkageArrays(up.codes.astype(np.float64), up.client.astype(np.int64),
+                             (offsets[up.client] + up.row).astype(np.int64), pool)
     if result.method == "centralized":
-        return {"xfam_pool": pool, "xfam_attack_rep": pool.copy(),
-                "xfam_attack_group": np.zeros(pool.shape[0], dtype=np.int64),
-                "xfam_attack_index": np.arange(pool.shape[0], dtype=np.int64)}
-    return {}
+        return LinkageArrays(pool.copy(), np.zeros(pool.shape[0], dtype=np.int64),
+                             np.arange(pool.shape[0], dtype=np.int64), pool)
+    return None
 
 
 def _encode_rows(models: list, x: np.ndarray, owner: np.ndarray) -> np.ndarray:
@@ -69,8 +69,8 @@ def _encode_rows(models: list, x: np.ndarray, owner: np.ndarray) -> np.ndarray:
     return codes
 
 
-def utility_arrays(data: FederatedData, result: RunResult, seed: int) -> dict[str, np.ndarray]:
-    """``xfam_utility_{rep,y}_{train,test}``: final-encoder codes of all records with class labels."""
+def utility_arrays(data: FederatedData, result: RunResult, seed: int) -> UtilityArrays:
+    """The utility side: final-encoder codes of all train and test records with their class labels."""
     models = result.final_models
     rng = stream(seed, UTILITY_STREAM)
     n, m = data.train_features.shape[0], data.test_features.shape[0]
@@ -79,16 +79,16 @@ def utility_arrays(data: FederatedData, result: RunResult, seed: int) -> dict[st
     if len(models) > 1:
         for i, rows in enumerate(data.client_rows):
             owner_train[rows] = i
-    return {
-        "xfam_utility_rep_train": _encode_rows(models, data.train_features, owner_train),
-        "xfam_utility_y_train": np.asarray(data.train_labels, dtype=np.int64),
-        "xfam_utility_rep_test": _encode_rows(models, data.test_features, owner_test),
-        "xfam_utility_y_test": np.asarray(data.test_labels, dtype=np.int64),
-    }
+    return UtilityArrays(
+        _encode_rows(models, data.train_features, owner_train),
+        np.asarray(data.train_labels, dtype=np.int64),
+        _encode_rows(models, data.test_features, owner_test),
+        np.asarray(data.test_labels, dtype=np.int64),
+    )
 
 
-def xfam_arrays(data: FederatedData, result: RunResult, seed: int) -> dict[str, np.ndarray]:
-    """Every cross-family array of one cell and seed (:func:`attack_arrays` ∪ :func:`utility_arrays`),
-    or ``{}`` for a method that releases no per-record representation."""
+def xfam_arrays(data: FederatedData, result: RunResult, seed: int) -> CrossFamilyArrays | None:
+    """The cross-family view of one cell and seed (:func:`attack_arrays` and :func:`utility_arrays`),
+    or None for a method that releases no per-record representation."""
     attack = attack_arrays(data, result)
-    return {**attack, **utility_arrays(data, result, seed)} if attack else {}
+    return CrossFamilyArrays(attack, utility_arrays(data, result, seed)) if attack is not None else None

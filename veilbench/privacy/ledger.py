@@ -54,15 +54,18 @@ ADJACENCIES = ("", "record", "output", "client")
 """The neighbouring relations an entry may state ("" = not stated); see the module docstring."""
 
 
-@dataclass(frozen=True)
-class LedgerEntry:
-    """``count`` (ε, δ)-DP releases of ``dataset``; Gaussian ones with noise multiplier z = σ/Δ."""
+def _optional(x: float | None) -> float | None:
+    return None if x is None else float(x)
 
-    dataset: str
-    sweep: str
-    cell: str
-    seed: int
-    mechanism: str
+
+@dataclass(frozen=True)
+class Release:
+    """What one stage's differentially private release spends, as the stage states it: ``count``
+    releases of one data set at (ε, δ) each, with the noise multiplier z = σ/Δ of a Gaussian one,
+    the neighbouring relation it protects (:data:`ADJACENCIES`), z against the record-level
+    sensitivity (an output-adjacency release) and the family's own RDP figure for all ``count``
+    releases. The pipeline adds where it was made (:meth:`entry`)."""
+
     epsilon: float
     delta: float
     count: int = 1
@@ -77,10 +80,9 @@ class LedgerEntry:
         if not (self.epsilon > 0):
             raise ValidationError(f"epsilon: must be > 0 (or inf for no privacy), got {self.epsilon}")
         check_in_range(self.delta, "delta", 0.0, 1.0, high_inclusive=False)
-        if self.noise_multiplier is not None:
-            z = self.noise_multiplier
-            if not (math.isfinite(z) and z > 0):
-                raise ValidationError(f"noise_multiplier: must be a finite σ/Δ > 0 (or None), got {z}")
+        z = self.noise_multiplier
+        if z is not None and not (math.isfinite(z) and z > 0):
+            raise ValidationError(f"noise_multiplier: must be a finite σ/Δ > 0 (or None), got {z}")
         if self.adjacency not in ADJACENCIES:
             raise ValidationError(f"adjacency: must be one of {list(ADJACENCIES)}, got {self.adjacency!r}")
         z_rec = self.record_noise_multiplier
@@ -88,6 +90,46 @@ class LedgerEntry:
             raise ValidationError(f"record_noise_multiplier: must be a finite σ/Δ_record > 0 (or None), got {z_rec}")
         if self.epsilon_rdp is not None and not self.epsilon_rdp > 0:
             raise ValidationError(f"epsilon_rdp: must be > 0 (or None), got {self.epsilon_rdp}")
+        for name in ("noise_multiplier", "record_noise_multiplier", "epsilon_rdp"):  # plain floats, JSON-able
+            object.__setattr__(self, name, _optional(getattr(self, name)))
+        object.__setattr__(self, "epsilon", float(self.epsilon))
+        object.__setattr__(self, "delta", float(self.delta))
+        object.__setattr__(self, "count", int(self.count))
+
+    def entry(self, dataset: str, sweep: str, cell: str, seed: int, mechanism: str) -> LedgerEntry:
+        """This release as the ledger entry of ``cell`` and ``seed`` of ``sweep`` on ``dataset``."""
+        return LedgerEntry(dataset, sweep, cell, int(seed), mechanism, **{f.name: getattr(self, f.name)
+                                                                          for f in fields(Release)})
+
+    def metrics(self) -> dict[str, float]:
+        """The budget as the stage's record columns: ``dp_epsilon``, ``dp_delta``, ``dp_releases``
+        (the count) and, when known, ``dp_noise_multiplier``, ``dp_record_noise_multiplier`` and
+        ``dp_epsilon_rdp``."""
+        out = {"dp_epsilon": self.epsilon, "dp_delta": self.delta, "dp_releases": float(self.count)}
+        for name, value in (("dp_noise_multiplier", self.noise_multiplier),
+                            ("dp_record_noise_multiplier", self.record_noise_multiplier),
+                            ("dp_epsilon_rdp", self.epsilon_rdp)):
+            if value is not None:
+                out[name] = value
+        return out
+
+
+@dataclass(frozen=True)
+class _Origin:
+    """Where a release was made: the data set, and the sweep, cell, seed and method that made it."""
+
+    dataset: str
+    sweep: str
+    cell: str
+    seed: int
+    mechanism: str
+
+
+@dataclass(frozen=True)
+class LedgerEntry(Release, _Origin):
+    """``count`` (ε, δ)-DP releases of ``dataset`` (a :class:`Release`, checked as one) made by
+    ``cell`` and ``seed`` of ``sweep``; Gaussian ones with noise multiplier z = σ/Δ. Fields in order:
+    ``dataset, sweep, cell, seed, mechanism`` then those of :class:`Release`."""
 
     @property
     def delta_achieved(self) -> float:

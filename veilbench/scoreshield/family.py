@@ -37,13 +37,18 @@ audit reads the n(n + 1)/2 independent entries of G̃ − G (:func:`~veilbench.s
 
 from __future__ import annotations
 
-import numpy as np
-
 from veilbench.families.base import StageInputs, StageOutput
 from veilbench.scoreshield import gram_stages, vector_stages
 from veilbench.scoreshield.params import EPSILON_CAP, Params
 
-__all__ = ["ADVANTAGE_METRICS", "DATA_FREE", "EPSILON_CAP", "Params", "attack", "evaluate", "integrate", "release"]
+__all__ = ["ADVANTAGE_METRICS", "DATA_FREE", "EPSILON_CAP", "METHOD_KEY", "TORCH_OPTIONS", "USES_TORCH", "Params", "attack",
+           "evaluate", "integrate", "release"]
+
+#: The option naming a cell's method (:func:`veilbench.families.base.method_of`).
+METHOD_KEY = "mechanism"
+#: Cells load torch only to encode sentences (the text Gram's sentence-transformers encoder).
+USES_TORCH = False
+TORCH_OPTIONS = {"gram_source": "text"}
 
 #: Data-free reference cells (:mod:`veilbench.families.base`): all-zero scores / I_n, and the
 #: cell's noise and clip/projection applied to them.
@@ -74,26 +79,7 @@ def integrate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
 
 def attack(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
     """Privacy audit: empirical ε lower bound beside the claimed ε (spec §6)."""
-    lower, info = _stages(params).attack(inputs, params, seed)
-    if params.mechanism == "clean":
-        info["note"] = (
-            f"the unnoised release separates the neighbours perfectly: ε = ∞; the finite-sample audit "
-            f"gave {lower:.3g}, reported as the cap {EPSILON_CAP:g}"
-        )
-        lower = EPSILON_CAP
-    claimed = params.claimed_epsilon()
-    info.setdefault("audit_alpha", params.audit_alpha)
-    metrics = {
-        "privacy_epsilon_lower_bound": float(lower),
-        "privacy_epsilon_claimed": float(claimed),
-        "privacy_audit_flagged": float(lower > claimed),
-    }
-    if "max_certifiable_epsilon" in info:  # what the audit's run count can decide (veilbench.privacy.audit)
-        metrics.update(privacy_audit_max_certifiable_epsilon=float(info["max_certifiable_epsilon"]),
-                       privacy_audit_power_half_noise=float(info["power_half_noise"]),
-                       privacy_audit_decidable=float(info["audit_decidable"]),
-                       privacy_audit_releases=float(info["audit_releases"]))
-    return StageOutput(arrays={k: np.array([v]) for k, v in metrics.items()}, metrics=metrics, info=info)
+    return _stages(params).attack(inputs, params, seed)
 
 
 def evaluate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:

@@ -20,12 +20,14 @@ from functools import lru_cache
 
 import numpy as np
 
+from veilbench.crossfamily import CrossFamilyArrays, LinkageArrays, UtilityArrays
 from veilbench.families.base import StageInputs, StageOutput
 from veilbench.metrics.clustering import clustering_agreement, spectral_clustering_from_gram
 from veilbench.metrics.retrieval import rank_items, thresholded_topk
 from veilbench.metrics.verification import pair_scores
 from veilbench.privacy.audit import AuditResult, plan_audit
 from veilbench.privacy.calibration import calibrate_sigma
+from veilbench.privacy.ledger import Release
 from veilbench.privacy.noise_audit import audit_noise_arrays, noise_arrays
 from veilbench.random import stream
 from veilbench.scoreshield.baselines import (EMBEDDING_SENSITIVITY, embedding_gram, embedding_noise_sigma, identity_gram,
@@ -46,6 +48,7 @@ from veilbench.scoreshield.risk import noisy_expected_frobenius_sq, predicted_fr
 from veilbench.scoreshield.sensitivity import gram_record_sensitivity
 from veilbench.scoreshield.tasks import (
     audit_info,
+    audit_output,
     privacy_from_attack,
     retrieval_metrics,
     similarity_spearman,
@@ -160,15 +163,15 @@ def release(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
         x_noisy = noisy_embeddings(x, sigma, rng)
         g = embedding_gram(x_noisy)
         noise = noise_arrays(x_noisy - x)
-        info.update(embedding_sensitivity=EMBEDDING_SENSITIVITY, dp_adjacency="record")
-        noise_multiplier = sigma / EMBEDDING_SENSITIVITY
+        info.update(embedding_sensitivity=EMBEDDING_SENSITIVITY)
+        noise_multiplier, adjacency = sigma / EMBEDDING_SENSITIVITY, "record"
     else:
         mech = mechanism(params)
         rel = mech.release(x, rng)
         sigma, g = rel.sigma, rel.noisy
         noise = noise_arrays(gram_noise_entries(rel.noisy - cosine_gram(x)))
-        noise_multiplier = sigma / rel.sensitivity
-        info.update(adjacency=params.adjacency, sensitivity=rel.sensitivity, dp_adjacency=params.adjacency)
+        noise_multiplier, adjacency = sigma / rel.sensitivity, params.adjacency
+        info.update(adjacency=params.adjacency, sensitivity=rel.sensitivity)
         if params.mechanism != "noisy":
             proj = PROJECTORS[params.mechanism](g, **_projector_options(params))
             g = proj.gram
@@ -180,12 +183,14 @@ def release(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
     if "projection" in info:
         metrics["release_iterations"] = float(info["projection"]["iterations"])
         metrics["release_n_eigh"] = float(info["projection"]["n_eigh"])
+    ledger = []
     if params.mechanism not in ("clean", *DATA_FREE_MECHANISMS):  # privacy ledger: one (ε, δ) release of the Gram
-        metrics.update(dp_epsilon=params.epsilon, dp_delta=params.delta, dp_noise_multiplier=noise_multiplier)
-        if params.mechanism in GAUSSIAN_RELEASES:  # the same σ under record adjacency at this n
-            metrics["dp_record_noise_multiplier"] = sigma / gram_record_sensitivity(n)
+        # a Gaussian Gram release: the same σ under record adjacency at this n
+        record = sigma / gram_record_sensitivity(n) if params.mechanism in GAUSSIAN_RELEASES else None
+        ledger.append(Release(params.epsilon, params.delta, noise_multiplier=noise_multiplier, adjacency=adjacency,
+                              record_noise_multiplier=record))
     return StageOutput(arrays={"gram": g, "labels": y, **ids, **noise}, metrics=metrics, info=info,
-                       timings={"mechanism_seconds": seconds})
+                       timings={"mechanism_seconds": seconds}, ledger=ledger)
 
 
 def integrate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
@@ -201,12 +206,12 @@ def integrate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
     clusters = spectral_clustering_from_gram(g, min(n_clusters, g.shape[0]), seed=int(rng.integers(2**31)))
     info = {"k": k, "tiebreak": params.tiebreak, "n_clusters": n_clusters, "affinity": "(1 + G)/2 clipped to [0, 1]"}
     xfam = crossfamily_arrays(g, clean_records(inputs, rel, params), y, seed)
-    info["xfam_embedding_dim"] = int(xfam["xfam_attack_rep"].shape[1])
-    return StageOutput(arrays={"topk": topk, "ranking": ranking, "clusters": clusters, **xfam}, info=info)
+    info["xfam_embedding_dim"] = int(xfam.attack.rep.shape[1])
+    return StageOutput(arrays={"topk": topk, "ranking": ranking, "clusters": clusters}, info=info, crossfamily=xfam)
 
 
-def crossfamily_arrays(gram: np.ndarray, x: np.ndarray, labels: np.ndarray, seed: int) -> dict[str, np.ndarray]:
-    """The ``xfam_*`` arrays of a released Gram ``gram`` (n × n) of unit records ``x`` (n × d).
+def crossfamily_arrays(gram: np.ndarray, x: np.ndarray, labels: np.ndarray, seed: int) -> CrossFamilyArrays:
+    """The cross-family view of a released Gram ``gram`` (n × n) of unit records ``x`` (n × d).
 
     Attack: E = :func:`spectral_embedding` (Ĝ, d) (n × min(d, n)), group 0, index 0..n − 1, pool x.
     Utility: E's rows and ``labels`` split into a seeded ⌊0.7 n⌉ train / rest test.
@@ -217,16 +222,10 @@ def crossfamily_arrays(gram: np.ndarray, x: np.ndarray, labels: np.ndarray, seed
     n_train = int(round(XFAM_TRAIN_FRACTION * n))
     tr, te = np.sort(order[:n_train]), np.sort(order[n_train:])
     y = np.asarray(labels, dtype=np.int64)
-    return {
-        "xfam_attack_rep": emb,
-        "xfam_attack_group": np.zeros(n, dtype=np.int64),
-        "xfam_attack_index": np.arange(n, dtype=np.int64),
-        "xfam_pool": np.asarray(x, dtype=np.float64),
-        "xfam_utility_rep_train": emb[tr],
-        "xfam_utility_y_train": y[tr],
-        "xfam_utility_rep_test": emb[te],
-        "xfam_utility_y_test": y[te],
-    }
+    return CrossFamilyArrays(
+        LinkageArrays(emb, np.zeros(n, dtype=np.int64), np.arange(n, dtype=np.int64), np.asarray(x, dtype=np.float64)),
+        UtilityArrays(emb[tr], y[tr], emb[te], y[te]),
+    )
 
 
 @lru_cache(maxsize=256)
@@ -241,11 +240,12 @@ def _noisy_gram_audit(epsilon: float, delta: float, adjacency: str, sensitivity:
     return audit_gram_release(mech, AUDIT_RECORDS, plan.n_releases, seed, alpha, plan=plan)
 
 
-def attack(inputs: StageInputs, params: Params, seed: int) -> tuple[float, dict]:
-    """(ε lower bound, info): worst-case neighbours of the noisy Gram (projections are post-processing)."""
+def attack(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
+    """The audit on worst-case neighbours of the noisy Gram (projections are post-processing;
+    :func:`~veilbench.scoreshield.tasks.audit_output`)."""
     audit_seed = int(stream(seed, "scoreshield.attack").integers(2**31))
     if params.mechanism in DATA_FREE_MECHANISMS:
-        return 0.0, {"audited": f"none: the {params.mechanism} output does not depend on the data"}
+        return audit_output(0.0, {"audited": f"none: the {params.mechanism} output does not depend on the data"}, params)
     if params.mechanism in ("clean", "embedding_noise"):
         sigma = 0.0 if params.mechanism == "clean" else embedding_noise_sigma(
             params.epsilon, params.delta, params.calibrator, params.allow_invalid_calibration)
@@ -262,7 +262,7 @@ def attack(inputs: StageInputs, params: Params, seed: int) -> tuple[float, dict]
                                 params.calibrator, params.allow_invalid_calibration, params.audit_releases,
                                 audit_seed, params.audit_alpha)
         what = f"noisy Gram of {AUDIT_RECORDS}+ worst-case records, statistic <G~, dG>/|dG|_F"
-    return res.epsilon_lower_bound, {"audited": what, **audit_info(res)}
+    return audit_output(res.epsilon_lower_bound, {"audited": what, **audit_info(res)}, params)
 
 
 def risk_metrics(released: np.ndarray, clean: np.ndarray, params: Params) -> dict[str, float]:

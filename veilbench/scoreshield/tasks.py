@@ -7,12 +7,16 @@ pipeline's metric names (``utility_*``), so the vector and Gram cells are direct
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
+
+from veilbench.families.base import StageOutput
 
 from veilbench.metrics.retrieval import mean_average_precision, recall_at_k
 from veilbench.metrics.verification import accuracy_at_threshold, equal_error_rate, roc_auc, tar_at_far
 from veilbench.privacy.audit import AuditResult
+from veilbench.scoreshield.params import EPSILON_CAP, Params
 from veilbench.validation import check_labels
 
 FAR_TARGETS: tuple[float, ...] = (1e-2, 1e-3)
@@ -90,3 +94,30 @@ def audit_info(res: AuditResult) -> dict[str, object]:
 def privacy_from_attack(attack_arrays: Mapping[str, np.ndarray]) -> dict[str, float]:
     """Copy the ``privacy_*`` scalars the attack stage saved as 1-element arrays."""
     return {k: float(np.asarray(v).ravel()[0]) for k, v in attack_arrays.items() if k.startswith("privacy_")}
+
+
+def audit_output(lower: float, info: dict[str, Any], params: Params) -> StageOutput:
+    """The ``attack`` stage's output of either regime from its audit: the ε lower bound ``lower``
+    beside the claimed ε (spec §6), whether it exceeds it and, when the audit planned its run count,
+    what that count can decide (:mod:`veilbench.privacy.audit`); saved as 1-element arrays too,
+    which ``evaluate`` reads (:func:`privacy_from_attack`). A ``clean`` release separates the
+    neighbours perfectly: its bound is ε = ∞, reported as :data:`EPSILON_CAP`."""
+    if params.mechanism == "clean":
+        info["note"] = (
+            f"the unnoised release separates the neighbours perfectly: ε = ∞; the finite-sample audit "
+            f"gave {lower:.3g}, reported as the cap {EPSILON_CAP:g}"
+        )
+        lower = EPSILON_CAP
+    claimed = params.claimed_epsilon()
+    info.setdefault("audit_alpha", params.audit_alpha)
+    metrics = {
+        "privacy_epsilon_lower_bound": float(lower),
+        "privacy_epsilon_claimed": float(claimed),
+        "privacy_audit_flagged": float(lower > claimed),
+    }
+    if "max_certifiable_epsilon" in info:  # what the audit's run count can decide (veilbench.privacy.audit)
+        metrics.update(privacy_audit_max_certifiable_epsilon=float(info["max_certifiable_epsilon"]),
+                       privacy_audit_power_half_noise=float(info["power_half_noise"]),
+                       privacy_audit_decidable=float(info["audit_decidable"]),
+                       privacy_audit_releases=float(info["audit_releases"]))
+    return StageOutput(arrays={k: np.array([v]) for k, v in metrics.items()}, metrics=metrics, info=info)

@@ -15,11 +15,12 @@ from veilbench.families.base import StageInputs, StageOutput
 from veilbench.metrics.retrieval import rank_items, thresholded_topk
 from veilbench.metrics.verification import pair_scores
 from veilbench.privacy.audit import plan_audit
+from veilbench.privacy.ledger import Release
 from veilbench.privacy.noise_audit import audit_noise_arrays, noise_arrays
 from veilbench.random import stream
 from veilbench.scoreshield.params import DATA_FREE_MECHANISMS, EPSILON_CAP, Params, unit_rows
 from veilbench.scoreshield.sensitivity import vector_sensitivity
-from veilbench.scoreshield.tasks import audit_info, privacy_from_attack, retrieval_metrics, verification_metrics
+from veilbench.scoreshield.tasks import audit_info, audit_output, privacy_from_attack, retrieval_metrics, verification_metrics
 from veilbench.scoreshield.vector import GaussianScoreMechanism, audit_score_release, perturb_scores
 from veilbench.validation import ValidationError, check_array, check_labels
 
@@ -76,15 +77,16 @@ def release(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
         # the noise actually added, before clipping (white-box audit, veilbench.privacy.noise_audit)
         noise = noise_arrays(rel.unclipped - np.maximum(s, mech.score_floor))
         info.update(sensitivity=mech.sensitivity, joint_queries=params.joint_queries,
-                    below_margin_fraction=float(np.mean(s < mech.score_floor)), dp_adjacency="record")
+                    below_margin_fraction=float(np.mean(s < mech.score_floor)))
     info.update(sigma=sigma, clipped_fraction=clipped)
     arrays = {"scores": out, "query_labels": y_q, "gallery_labels": y_gal, **noise}
     metrics = {"release_sigma": sigma, "release_clipped_fraction": clipped}
     # privacy ledger: q vectors at (ε, δ) each, or one joint release; nothing for the references
+    ledger = []
     if params.mechanism not in ("clean", *DATA_FREE_MECHANISMS):
-        metrics.update(dp_epsilon=params.epsilon, dp_delta=params.delta, dp_noise_multiplier=sigma / mech.sensitivity,
-                       dp_releases=1.0 if params.joint_queries else float(s.shape[0]))
-    return StageOutput(arrays=arrays, metrics=metrics, info=info)
+        ledger.append(Release(params.epsilon, params.delta, 1 if params.joint_queries else s.shape[0],
+                              noise_multiplier=sigma / mech.sensitivity, adjacency="record"))
+    return StageOutput(arrays=arrays, metrics=metrics, info=info, ledger=ledger)
 
 
 def integrate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
@@ -101,8 +103,8 @@ def integrate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
     return StageOutput(arrays={"topk": topk, "ranking": ranking}, info=info)
 
 
-def attack(inputs: StageInputs, params: Params, seed: int) -> tuple[float, dict]:
-    """(ε lower bound, info) of the score release on the worst-case neighbours."""
+def attack(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
+    """The audit of the score release on the worst-case neighbours (:func:`~veilbench.scoreshield.tasks.audit_output`)."""
     separation = 0.0  # mean gap / noise std of the audited coordinate: 0 data-free, ∞ noiseless
     if params.mechanism == "identity":
         def fn(clean: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -127,8 +129,8 @@ def attack(inputs: StageInputs, params: Params, seed: int) -> tuple[float, dict]
     plan = plan_audit(separation, params.claimed_epsilon(), params.delta, params.audit_alpha, params.audit_releases)
     res = audit_score_release(fn, params.delta, plan.n_releases, int(stream(seed, "scoreshield.attack").integers(2**31)),
                               params.audit_alpha, plan=plan)
-    return res.epsilon_lower_bound, {"audited": "noisy score before clipping, differing coordinate +1 vs -1",
-                                     **audit_info(res)}
+    return audit_output(res.epsilon_lower_bound, {"audited": "noisy score before clipping, differing coordinate +1 vs -1",
+                                                  **audit_info(res)}, params)
 
 
 def evaluate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:

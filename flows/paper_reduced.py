@@ -1,6 +1,6 @@
 """One reduced cell per family of ``params.paper.yaml`` on the real data, timed.
 
-``python -m tasks.paper_reduced [--root runs/paper-reduced]`` picks, for each family, one sweep
+``python -m flows.paper_reduced [--root runs/paper-reduced]`` picks, for each family, one sweep
 and one cell of ``params.paper.yaml`` (:data:`REDUCED`), keeps its first seed, applies the stated
 reductions (fewer rounds or epochs, smaller attack budgets), writes the result as
 ``<root>/params.yaml`` and runs each family's sweep in turn through :func:`flows.benchmark.run_benchmark`,
@@ -51,7 +51,7 @@ def reduced_params(paper: dict[str, Any]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tasks.paper_reduced", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m flows.paper_reduced", description=__doc__.splitlines()[0])
     parser.add_argument("--params", default="params.paper.yaml")
     parser.add_argument("--root", default="runs/paper-reduced")
     parser.add_argument("--family", action="append", choices=sorted(REDUCED), help="only these families")
