@@ -18,7 +18,7 @@ root of :mod:`tasks.paper_gca` (or of ``make reproduce``) and writes, for every 
 every method): mean [95 % t interval] per method, and the paper's claims judged as ``claims.csv``
 judges them (paired per-seed tests, the flag-all detector as the data-free reference of the utility
 claims, the FedAvg attack's advantage as the premise of the attack comparisons, Holm across the
-sweep's claims; :func:`tasks.verdicts.judge_claim`).
+sweep's claims; :func:`tasks.report.verdicts.judge_claim`).
 
 A cell still running (or killed) is read from its per-round checkpoint: its curves so far give the
 trend and its checkpoint's CPU time, and it is labelled "running, round r of R" (no attack yet).
@@ -250,7 +250,7 @@ def _ci(values: list[float]) -> str:
 
 def tabular_section(root: Path, sweep: str) -> list[str]:
     """Markdown of one tabular stand-in sweep (module doc)."""
-    from tasks.verdicts import Estimate, holm, judge_claim
+    from tasks.report.verdicts import Estimate, holm, judge_claim
 
     per = {m: _per_seed(root, sweep, m) for m in ORDER}
     per = {m: v for m, v in per.items() if v}

@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from tasks.report_numbers import fmt_stats
+from tasks.report.numbers import fmt_stats
 
 #: family → (what the paper reports, the metrics of ours to show beside it)
 PAPER: dict[str, tuple[str, list[str]]] = {
