@@ -114,7 +114,7 @@ INTRO = (
     "learns nothing on this data. A claim over a sweep option is judged at every value of it (*partly held*: "
     "held at some, listed under the table). An accounting identity is true by construction of a formula and "
     "a theorem check is passed by every release, data-free ones included: both are labelled so and are not "
-    "findings. A claim whose cell is not in this grid is *not evaluated*. The rule: `tasks/verdicts.py`.")
+    "findings. A claim whose cell is not in this grid is *not evaluated*. The rule: `tasks/report/verdicts.py`.")
 
 
 def _not_evaluated_row(c: ClaimConfig, why: str) -> list[str]:

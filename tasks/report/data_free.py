@@ -161,7 +161,7 @@ def data_free_section(family: str, rows: list[dict[str, Any]], entries: Iterable
     losing = [j for j in judged if j["outcome"] != "beats"]
     refs = "; ".join(_declared(e) for e in mine)
     lines += [f"Each release is compared, per utility metric, with the best data-free reference of its sweep ({refs}) "
-              f"by the paired per-seed difference (one-sided {1 - alpha:.0%} t bounds; `tasks/verdicts.py`). "
+              f"by the paired per-seed difference (one-sided {1 - alpha:.0%} t bounds; `tasks/report/verdicts.py`). "
               f"{len(judged) - len(losing)} of {len(judged)} (cell, metric) pairs beat it; the others are listed: "
               "*advantage* = how much better the cell is than the reference (cell − reference when higher is better, "
               "reference − cell when lower is better); *loses* = worse than publishing the data-free release, "

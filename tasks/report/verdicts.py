@@ -68,7 +68,7 @@ otherwise the most telling of theirs (:func:`combine_settings`).
 
 The same bounds decide whether a cell *beats* the best data-free reference of its sweep on a
 utility metric (``L > 0`` for the signed difference cell − reference), *loses* to it (``U < 0``),
-or cannot be told apart from it.
+or cannot be told apart from it (:mod:`tasks.report.data_free`).
 
 References: Student's paired t-test and Welch, *Biometrika* 34 (1947) for the unpaired case;
 Satterthwaite, *Biometrics Bulletin* 2 (1946) for the combined degrees of freedom; Schuirmann,
