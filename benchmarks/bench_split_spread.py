@@ -15,7 +15,7 @@ re-runs whole cells (prepare → embed → the family's four stages, in memory, 
 * ``seed_ci95``: the 95% t half-width over the sweep seeds on the configured split.
 
 Writes ``reports/bench/split_spread.json`` (or ``--out``); the report prints it beside the claims
-(:func:`tasks.verdicts.split_spread_lines`). Run: ``python benchmarks/bench_split_spread.py``.
+(:func:`tasks.report.split.split_spread_lines`). Run: ``python benchmarks/bench_split_spread.py``.
 """
 
 from __future__ import annotations

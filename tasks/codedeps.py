@@ -147,6 +147,10 @@ def stage_closure(stage: str, family: str | None = None) -> frozenset[str]:
             raise ValueError(f"stage {stage!r} runs a family's code: give family")
         return closure(cell_entries(family, stage))
     modules = tuple(p[: -len(".py")].replace("/", ".") for p in FILE_STAGES[stage])
+    if stage == "report":  # each family's report module, imported by name (tasks.report.families)
+        from veilbench.families import FAMILY_MODULES
+
+        modules += tuple(m.rpartition(".")[0] + ".report" for m in FAMILY_MODULES.values())
     return closure(modules)
 
 

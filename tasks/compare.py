@@ -105,48 +105,69 @@ def _headline_choice(runs_by_side: dict[str, list[Any]]) -> dict[str, tuple[str 
     return {sweep: headline_metrics(family[sweep], present[sweep]) for sweep in family}
 
 
-def comparison(sides: list[Side | str], metrics: list[str] | None = None, root: Path | None = None,
-               headline: bool = False) -> Comparison:
-    """The evaluate metrics of each (sweep, cell) on each side (a string is an experiment name);
-    ``headline``: only each family's headline metrics (module docstring; ``metrics`` then unused).
-
-    Raises :class:`~veilbench.validation.ValidationError` naming experiments that do not exist and
-    ``ValueError`` when two sides share a label or a run's metrics no longer match the digest logged with them
-    (:func:`tasks.tracking.verify_run_metrics`)."""
-    import pandas as pd
-
+def _client_and_ids(sides: list[Side], root: Path | None) -> tuple[Any, str, list[str]]:
+    """(MLflow client, tracking URI, every experiment's id); a named experiment that does not exist
+    is a :class:`~veilbench.validation.ValidationError` naming it."""
     from tasks.tracking import open_client
 
-    sides = [experiment_side(s) if isinstance(s, str) else s for s in sides]
-    labels = [s.label for s in sides]
-    if len(set(labels)) != len(labels):
-        raise ValueError(f"sides: labels must differ, got {labels}")
     uri = tracking_uri(root or repo_root())
     client = open_client(uri)
     named = sorted({e for s in sides for e in (s.experiments or ())})
     missing_exp = [e for e in named if client.get_experiment_by_name(e) is None]
     if missing_exp:
         raise ValidationError(f"experiment: no MLflow experiment named {missing_exp} in {uri}")
-    all_ids = [e.experiment_id for e in client.search_experiments()]
-    rows: list[dict[str, Any]] = []
-    keys: dict[str, set[tuple[str, str]]] = {}
-    runs_by_side: dict[str, list[Any]] = {}
-    for side in sides:
-        ids = [client.get_experiment_by_name(e).experiment_id for e in side.experiments] if side.experiments else all_ids
-        runs_by_side[side.label] = latest_cell_runs(client, ids, "evaluate", side.filter_string) if ids else []
-        keys[side.label] = {(r.data.tags.get("sweep", ""), r.data.tags["cell"]) for r in runs_by_side[side.label]}
+    return client, uri, [e.experiment_id for e in client.search_experiments()]
+
+
+def _side_runs(client: Any, side: Side, all_ids: list[str]) -> list[Any]:
+    """The cell runs of a side's latest finished evaluate runs (:func:`tasks.tracking.latest_cell_runs`)."""
+    ids = [client.get_experiment_by_name(e).experiment_id for e in side.experiments] if side.experiments else all_ids
+    return latest_cell_runs(client, ids, "evaluate", side.filter_string) if ids else []
+
+
+def _values(run: Any, label: str, metrics: list[str] | None, chosen: tuple[str | None, str | None] | None
+            ) -> list[tuple[str, float | None]]:
+    """(column, value) of one cell run on side ``label``: the headline roles' metrics when
+    ``chosen`` (utility, attacker) is given, else every shown metric."""
+    if chosen is not None:
+        shown = {role: name for role, name in zip(("utility", "attacker"), chosen, strict=True) if name}
+        return [(f"{role} [{label}]", run.data.metrics.get(name)) for role, name in shown.items()]
+    return [(f"{name} [{label}]", v) for name, v in run.data.metrics.items() if _shown(name, metrics)]
+
+
+def _headline_table(table: Any, labels: list[str], chosen: dict[str, tuple[str | None, str | None]]) -> Any:
+    """The headline table: per role the metric's name for the row's sweep, then its value per side."""
+    order = [c for role in ("utility", "attacker") for c in [f"{role} metric"] + [f"{role} [{s}]" for s in labels]]
+    for i, role in enumerate(("utility", "attacker")):
+        table[f"{role} metric"] = [chosen[sweep][i] or "" for sweep in table.index.get_level_values("sweep")]
+    return table[[c for c in order if c in table.columns]]
+
+
+def comparison(sides: list[Side | str], metrics: list[str] | None = None, root: Path | None = None,
+               headline: bool = False) -> Comparison:
+    """The evaluate metrics of each (sweep, cell) on each side (a string is an experiment name);
+    ``headline``: only each family's headline metrics (module docstring; ``metrics`` then unused).
+
+    Raises :class:`~veilbench.validation.ValidationError` naming experiments that do not exist and
+    ``ValueError`` when two sides share a label or a run's metrics no longer match the digest logged
+    with them (:func:`tasks.tracking.verify_run_metrics`)."""
+    import pandas as pd
+
+    sides = [experiment_side(s) if isinstance(s, str) else s for s in sides]
+    labels = [s.label for s in sides]
+    if len(set(labels)) != len(labels):
+        raise ValueError(f"sides: labels must differ, got {labels}")
+    client, uri, all_ids = _client_and_ids(sides, root)
+    runs_by_side = {side.label: _side_runs(client, side, all_ids) for side in sides}
+    keys = {label: {(r.data.tags.get("sweep", ""), r.data.tags["cell"]) for r in runs} for label, runs in runs_by_side.items()}
     chosen = _headline_choice(runs_by_side) if headline else {}
+    rows: list[dict[str, Any]] = []
     for label, runs in runs_by_side.items():
         for run in runs:
             verify_run_metrics(run, uri)  # an edited metric is an error naming the run, never a table entry
             sweep = run.data.tags.get("sweep", "")
-            if headline:
-                shown = {role: name for role, name in zip(("utility", "attacker"), chosen[sweep], strict=True) if name}
-                values = [(f"{role} [{label}]", run.data.metrics.get(name)) for role, name in shown.items()]
-            else:
-                values = [(f"{name} [{label}]", v) for name, v in run.data.metrics.items() if _shown(name, metrics)]
             rows += [{"sweep": sweep, "cell": run.data.tags["cell"], "column": c, "value": v}
-                     for c, v in values if v is not None]
+                     for c, v in _values(run, label, metrics, chosen[sweep] if headline else None) if v is not None]
     every = set().union(*keys.values()) if keys else set()
     missing = {label: sorted(every - have) for label, have in keys.items()}
     index = pd.MultiIndex.from_tuples(sorted(every), names=["sweep", "cell"])
@@ -156,10 +177,7 @@ def comparison(sides: list[Side | str], metrics: list[str] | None = None, root: 
     table = table.reindex(index)
     table.columns.name = None
     if headline:  # the metric names first, then each role's value per side
-        order = [c for role in ("utility", "attacker") for c in [f"{role} metric"] + [f"{role} [{s}]" for s in labels]]
-        for i, role in enumerate(("utility", "attacker")):
-            table[f"{role} metric"] = [chosen[sweep][i] or "" for sweep in table.index.get_level_values("sweep")]
-        return Comparison(table[[c for c in order if c in table.columns]], missing)
+        return Comparison(_headline_table(table, labels, chosen), missing)
     return Comparison(table.sort_index(axis=1), missing)
 
 

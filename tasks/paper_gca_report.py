@@ -18,7 +18,7 @@ root of :mod:`tasks.paper_gca` (or of ``make reproduce``) and writes, for every 
 every method): mean [95 % t interval] per method, and the paper's claims judged as ``claims.csv``
 judges them (paired per-seed tests, the flag-all detector as the data-free reference of the utility
 claims, the FedAvg attack's advantage as the premise of the attack comparisons, Holm across the
-sweep's claims; :func:`tasks.verdicts.judge_claim`).
+sweep's claims; :func:`tasks.report.verdicts.judge_claim`).
 
 A cell still running (or killed) is read from its per-round checkpoint: its curves so far give the
 trend and its checkpoint's CPU time, and it is labelled "running, round r of R" (no attack yet).
@@ -248,9 +248,26 @@ def _ci(values: list[float]) -> str:
     return f"{v.mean():.3f} [{v.mean() - half:.3f}, {v.mean() + half:.3f}]"
 
 
+def _tabular_verdict(per: dict[str, dict[str, dict[str, float]]], claim: tuple[Any, ...],
+                     p_adjusted: float | None = None) -> Any:
+    """One row of :data:`TABULAR_CLAIMS` judged on the seeds of GCA and the other method
+    (:func:`tasks.report.verdicts.judge_claim`; ``p_adjusted``: its Holm-adjusted p-value)."""
+    from tasks.report.verdicts import Estimate, judge_claim
+
+    _, metric, op, than, factor, premise, data_free = claim
+
+    def seeds(method: str, name: str) -> Any:
+        return Estimate.of_seeds({s: v[name] for s, v in per[method].items() if name in v})
+
+    ours, other = seeds("gca", metric), seeds(than, metric)
+    prem = None if premise is None else (f"{than} {premise}", seeds(than, premise))
+    return judge_claim(ours, other, op, factor=factor, premise=prem, p_adjusted=p_adjusted,
+                       data_free=() if data_free is None else (Estimate.of_constant(data_free),))
+
+
 def tabular_section(root: Path, sweep: str) -> list[str]:
     """Markdown of one tabular stand-in sweep (module doc)."""
-    from tasks.verdicts import Estimate, holm, judge_claim
+    from tasks.report.verdicts import holm
 
     per = {m: _per_seed(root, sweep, m) for m in ORDER}
     per = {m: v for m, v in per.items() if v}
@@ -262,26 +279,14 @@ def tabular_section(root: Path, sweep: str) -> list[str]:
     for m, seeds in per.items():
         lines.append(f"| {m} | " + " | ".join(_ci([s.get(k, math.nan) for s in seeds.values()])
                                             for k in TABULAR_METRICS) + " |")
-    judged = []
-    for claim, metric, op, than, factor, premise, data_free in TABULAR_CLAIMS:
-        if than not in per:
-            continue
-        ours = Estimate.of_seeds({s: v[metric] for s, v in per["gca"].items() if metric in v})
-        other = Estimate.of_seeds({s: v[metric] for s, v in per[than].items() if metric in v})
-        prem = None if premise is None else (
-            f"{than} {premise}", Estimate.of_seeds({s: v[premise] for s, v in per[than].items() if premise in v}))
-        first = judge_claim(ours, other, op, factor=factor, premise=prem,
-                            data_free=() if data_free is None else (Estimate.of_constant(data_free),))
-        judged.append((claim, metric, op, than, factor, prem, data_free, first))
-    adjusted = holm([j[-1].p_value if j[-1].is_finding else math.nan for j in judged])
+    claims = [c for c in TABULAR_CLAIMS if c[3] in per]
+    first = [_tabular_verdict(per, c) for c in claims]
+    adjusted = holm([v.p_value if v.is_finding else math.nan for v in first])
     lines += ["", "| claim | verdict | GCA − f·other, mean [95 % bounds] | p | p (Holm) | why |", "|---|---|---|---|---|---|"]
-    for (claim, metric, op, than, factor, prem, data_free, first), p_holm in zip(judged, adjusted, strict=True):
-        ours = Estimate.of_seeds({s: v[metric] for s, v in per["gca"].items() if metric in v})
-        other = Estimate.of_seeds({s: v[metric] for s, v in per[than].items() if metric in v})
-        v = judge_claim(ours, other, op, factor=factor, premise=prem, p_adjusted=p_holm,
-                        data_free=() if data_free is None else (Estimate.of_constant(data_free),))
+    for claim, p_holm in zip(claims, adjusted, strict=True):
+        v = _tabular_verdict(per, claim, p_holm)
         d = v.diff
-        lines.append(f"| {claim} | **{v.verdict}** | "
+        lines.append(f"| {claim[0]} | **{v.verdict}** | "
                      + ("—" if d is None else f"{d.mean:+.4f} [{d.lower:+.4f}, {d.upper:+.4f}]")
                      + f" | {_f(v.p_value, 4)} | {_f(p_holm, 4)} | {v.reason} |")
     return lines + [""]

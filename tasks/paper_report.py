@@ -8,9 +8,9 @@
 * the paper's table or numbers (labelled as the paper's) beside ours, each of ours the mean ± the
   95 % t half-width over its seeds (count in brackets), with the data-free references;
 * per paper number, whether ours reproduces it: the difference ours − paper judged by
-  :func:`tasks.verdicts.judge_claim` with ``~`` and a tolerance (two one-sided tests against the
+  :func:`tasks.report.verdicts.judge_claim` with ``~`` and a tolerance (two one-sided tests against the
   paper's own 95 % CI): *≈* (held: within the tolerance), *≠* (not held), *?* (inconclusive);
-* the headline claims of ``report.claims`` judged as in ``claims.csv`` (:func:`tasks.report_claims.claims_section`,
+* the headline claims of ``report.claims`` judged as in ``claims.csv`` (:func:`tasks.report.claims_table.claims_section`,
   data-free references included);
 * the CPU hours of each sweep's runs and every difference from the paper in one line.
 
@@ -115,8 +115,8 @@ def fmt(s: dict[str, float] | None, digits: int = 3) -> str:
 def reproduced(row: dict[str, Any] | None, metric: str, paper: tuple[float, float], trials: int,
                tolerance: float = TOLERANCE) -> str:
     """≈ / ≠ / ? : ours against the paper's mean ± 95 % half-width over ``trials``, two one-sided
-    tests of |ours − paper| ≤ ``tolerance`` (:func:`tasks.verdicts.judge_claim`, Welch's t)."""
-    from tasks.verdicts import Estimate, judge_claim
+    tests of |ours − paper| ≤ ``tolerance`` (:func:`tasks.report.verdicts.judge_claim`, Welch's t)."""
+    from tasks.report.verdicts import Estimate, judge_claim
 
     s = stat(row, metric)
     if s is None:
@@ -195,7 +195,7 @@ def dc_section(rows: list[dict[str, Any]]) -> list[str]:
 def curve_at(rows: list[dict[str, Any]], sweep: str, mechanism: str, x: str, y: str, x0: float) -> dict[str, float] | None:
     """y of the ``mechanism`` curve (its cells' per-seed points sorted by x) at x = ``x0``, per seed
     (linear interpolation, :func:`tasks.report.y_at`), as mean ± 95 % half-width over the seeds."""
-    from tasks.report import y_at
+    from tasks.report.frontier import y_at
 
     cells = [r for r in rows if r["sweep"] == sweep and r["params"].get("mechanism") == mechanism]
     seeds = set.intersection(*(set(r.get("per_seed") or {}) for r in cells)) if cells else set()
@@ -239,7 +239,7 @@ def anchornoise_section(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def scoreshield_section(rows: list[dict[str, Any]]) -> list[str]:
-    from tasks.report import loglog_slope
+    from tasks.report.frontier import loglog_slope
 
     out = ["Paper: record adjacency takes the noisy Gram's squared Frobenius risk from Θ(n³) to Θ(n²) for the exact "
            "projection; output adjacency from Θ(n²) to O(n^1.5) (spec §4.3; the paper's figures' numbers are lost). "
@@ -281,7 +281,7 @@ def cpu_lines(root: Path, cfg: Any) -> list[str]:
 
 
 def claim_lines(records: list[dict[str, Any]], family: str) -> list[str]:
-    """The headline claims of ``family`` (records of :func:`tasks.report_claims.claims_section`)."""
+    """The headline claims of ``family`` (records of :func:`tasks.report.claims_table.claims_section`)."""
     mine = [c for c in records if c.get("family") == family]
     if not mine:
         return ["_No headline claim configured._", ""]
@@ -322,8 +322,8 @@ def gca_section(out_path: Path, reduced_root: Path | None) -> list[str]:
 
 def build(root: Path, params: Path, out_path: Path, reduced_root: Path | None = None) -> str:
     """The report's markdown (module docstring)."""
-    from tasks.report import load_cell_metrics
-    from tasks.report_claims import claims_section
+    from tasks.report.rows import load_cell_metrics
+    from tasks.report.claims_table import claims_section
     from veilbench.config import load_config
 
     cfg = load_config(params)
@@ -336,7 +336,7 @@ def build(root: Path, params: Path, out_path: Path, reduced_root: Path | None = 
              "`runs/paper/`). Every number labelled *paper* is the paper's (from `../shared/specs/`); every other number "
              "is ours: mean ± 95 % t half-width over the seeds (their count in brackets). Evaluated cells: " +
              ", ".join(f"{f} {n}" for f, n in n_cells.items()) + ".", "",
-             "Verdicts: the headline claims are judged as in `claims.csv` (`tasks/verdicts.py`: paired t bounds at 5 %, "
+             "Verdicts: the headline claims are judged as in `claims.csv` (`tasks/report/verdicts.py`: paired t bounds at 5 %, "
              "*trivial* when a data-free reference also satisfies the claim, *inconclusive* when the bounds straddle "
              "it). Per paper number, ≈ / ≠ / ? says whether ours lies within ±0.05 of it (two one-sided Welch tests "
              "against the paper's own CI), is farther, or cannot be told.", "",

@@ -17,9 +17,10 @@ import pytest
 import yaml
 from scipy import stats
 
-from tasks.report_claims import ClaimNotEvaluated, claims_section
-from tasks.report_family import verdicts_line
-from tasks.verdicts import Estimate, combine_settings, difference, holm, judge_claim
+from tasks.report.claims import ClaimNotEvaluated
+from tasks.report.claims_table import claims_section
+from tasks.report.summary import verdicts_line
+from tasks.report.verdicts import Estimate, combine_settings, difference, holm, judge_claim
 from tests.conftest import tiny_params
 from veilbench.config import ConfigError, validate_config
 

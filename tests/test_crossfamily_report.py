@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tasks.crossfamily_report import crossfamily_section
+from tasks.report.crossfamily import crossfamily_section
 from veilbench.io import read_json
 
 
@@ -89,9 +89,11 @@ def test_crossfamily_labels_never_overlap_and_legend_is_outside(tmp_path: Path) 
     import matplotlib
 
     matplotlib.use("Agg")
-    from tasks.crossfamily_report import crossfamily_points, plot_crossfamily
+    from tasks.report.crossfamily import crossfamily_figure, crossfamily_points
+    from tasks.report.draw import draw_crossfamily
+    from tasks.report.layout import save_figure
 
-    boxes = plot_crossfamily(crossfamily_points(_crowded_rows()), tmp_path / "x.png")
+    boxes = save_figure(draw_crossfamily(crossfamily_figure(crossfamily_points(_crowded_rows()))), tmp_path / "x.png")
     labels = boxes["labels"]
     assert len(labels) >= 3, "each family's Pareto points get labels"
     for i, a in enumerate(labels):
@@ -106,12 +108,14 @@ def test_advantage_replaces_linkage_on_the_x_axis_when_present(tmp_path: Path) -
     rows = [_row("dc", "dc", "a", "digits", 0.5, 0.8), _row("gca", "gca", "b", "digits", 0.2, 0.7)]
     rows[0]["summary"]["xfam_linkage_advantage"] = _s(0.45, 0.05)
     rows[1]["summary"]["xfam_linkage_advantage"] = _s(-0.02, 0.3)
-    from tasks.crossfamily_report import crossfamily_points, plot_crossfamily
+    from tasks.report.crossfamily import crossfamily_figure, crossfamily_points
+    from tasks.report.draw import draw_crossfamily
+    from tasks.report.layout import save_figure
 
     lines = crossfamily_section(rows, tmp_path)
     table = (tmp_path / "tables" / "crossfamily.md").read_text()
     assert "advantage over control" in table and "0.45 [0.40, 0.50]" in table
     assert "-0.0 [-0.3, 0.3]" in table or "-0.02 [-0.32, 0.28]" in table
-    boxes = plot_crossfamily(crossfamily_points(rows), tmp_path / "y.png")
+    boxes = save_figure(draw_crossfamily(crossfamily_figure(crossfamily_points(rows))), tmp_path / "y.png")
     assert "advantage" in boxes["xlabels"][0]
     assert any("Pareto" in line for line in lines)

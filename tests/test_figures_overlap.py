@@ -4,15 +4,14 @@ identical reference lines are drawn once, titles are readable names."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from tasks.report_figures import dodge, hidden_markers, overlapping_texts, short_cell  # noqa: E402
+from tasks.report.layout import dodge, hidden_markers, overlapping_texts  # noqa: E402
+from tasks.report.style import short_cell  # noqa: E402
 from tests.conftest import REPO  # noqa: E402
 
 
@@ -20,48 +19,45 @@ from tests.conftest import REPO  # noqa: E402
 def committed() -> tuple:
     """The default params and the committed records of every sweep (reports/sweeps/)."""
     from tasks.common import load_params
-    from tasks.report import load_cell_metrics
+    from tasks.report.rows import load_cell_metrics
 
     cfg = load_params(REPO / "params.yaml", REPO)
     return cfg, load_cell_metrics(cfg, REPO)
 
 
 def _frontier_figure(cfg, rows, fr):
-    from tasks.report import draw_frontier, frontier_points
-    from tasks.report_references import frontier_reference_lines, metric_references
+    from tasks.report.draw import draw_frontier
+    from tasks.report.frontier import frontier_figure, frontier_points
+    from tasks.report.references import frontier_reference_lines, metric_references
 
-    return draw_frontier(frontier_points(rows, fr), fr,
-                         frontier_reference_lines(rows, fr, metric_references(cfg, fr.family, fr.sweeps)))
+    return draw_frontier(frontier_figure(frontier_points(rows, fr), fr,
+                                         frontier_reference_lines(rows, fr, metric_references(cfg, fr.family, fr.sweeps))))
 
 
-def test_no_report_figure_hides_a_series_or_overlaps_text(committed, monkeypatch: pytest.MonkeyPatch,
-                                                          tmp_path: Path) -> None:
-    import tasks.crossfamily_report as xfam
-    import tasks.report_family as family_report
-    import tasks.report_figures as figures
+def test_no_report_figure_hides_a_series_or_overlaps_text(committed) -> None:
+    from tasks.report.crossfamily import crossfamily_figure, crossfamily_points
+    from tasks.report.draw import draw_crossfamily, draw_pareto
+    from tasks.report.pareto import pareto_figure
 
     cfg, rows = committed
     problems = {}
+
+    def check(fig, name):
+        problems[name] = (hidden_markers(fig), overlapping_texts(fig))
+        plt.close(fig)
+
     for fr in cfg.report.frontiers:
         fig = _frontier_figure(cfg, rows, fr)
-        problems[fr.name] = (hidden_markers(fig), overlapping_texts(fig))
         assert fig.axes[0].get_title() != fr.name, "a readable title, not the configuration id"
-        plt.close(fig)
-    checked = []
-
-    def check(fig, path):
-        checked.append(path.name)
-        problems[path.name] = (hidden_markers(fig), overlapping_texts(fig))
-        plt.close(fig)
-        return {}
-
-    monkeypatch.setattr(family_report, "save_figure", check)
-    monkeypatch.setattr(figures, "save_figure", check)
+        check(fig, fr.name)
     for family in ("scoreshield", "gca", "dc", "anchornoise"):
-        family_report.plot_pareto(cfg, family, rows, tmp_path / f"{family}-pareto.png")
+        pareto = pareto_figure(cfg, family, rows)
+        assert pareto is not None, f"{family}: the committed records have a headline comparison"
+        check(draw_pareto(pareto), f"{family}-pareto.png")
     sweeps = set(cfg.report.crossfamily_sweeps)
-    xfam.plot_crossfamily(xfam.crossfamily_points([r for r in rows if r["sweep"] in sweeps]), tmp_path / "crossfamily.png")
-    assert len(checked) == 5 and len(problems) == len(cfg.report.frontiers) + 5
+    check(draw_crossfamily(crossfamily_figure(crossfamily_points([r for r in rows if r["sweep"] in sweeps]))),
+          "crossfamily.png")
+    assert len(problems) == len(cfg.report.frontiers) + 5
     bad = {name: p for name, p in problems.items() if p[0] or p[1]}
     assert not bad, bad
 
@@ -103,7 +99,7 @@ def test_dodge_sets_coinciding_curves_side_by_side_and_leaves_the_first_in_place
 def test_a_curve_against_a_metric_is_joined_in_its_options_order_and_labelled(committed) -> None:
     cfg, rows = committed
     fr = next(f for f in cfg.report.frontiers if f.name == "dc-privacy-utility")
-    from tasks.report import frontier_points
+    from tasks.report.frontier import frontier_points
 
     points = {(p["group"], p["cell"]): p for p in frontier_points(rows, fr)}
     fig = _frontier_figure(cfg, rows, fr)

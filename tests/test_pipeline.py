@@ -149,7 +149,7 @@ def test_run_left_running_by_a_killed_stage_is_marked_failed(workdir: Path, mlfl
 
 
 def test_family_table_shows_varying_options_and_selected_metrics() -> None:
-    from tasks.report import family_table
+    from tasks.report.tables import family_table
 
     rows = [{"sweep": "s", "cell": f"epsilon={e}", "dataset": "d", "params": {"epsilon": e, "delta": 1e-5},
              "summary": {"utility_a": {"mean": e / 10, "ci95": 0.01, "n": 3}, "utility_b": {"mean": 1.0, "ci95": 0.0, "n": 3}}}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from tasks.report import audit_lines
+from tasks.report.audits import audit_lines
 
 
 def _row(family: str, seeds: list[dict[str, float]]) -> dict:

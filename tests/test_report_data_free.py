@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tasks.common import load_params
-from tasks.report_family import is_data_free
+from tasks.report.headline import is_data_free
 
 #: the data-free references of each family, as its module docstring describes them
 DESCRIBED = {

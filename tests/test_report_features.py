@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from tasks.report import frontier_points, frontier_summary, loglog_slope, plot_frontier, y_at
-from tasks.report_claims import claims_section
+from tasks.report.claims_table import claims_section
+from tasks.report.draw import draw_frontier
+from tasks.report.frontier import frontier_figure, frontier_points, frontier_summary, loglog_slope, y_at
+from tasks.report.layout import save_figure
 from veilbench.config import FrontierConfig, validate_config
 from veilbench.validation import ValidationError
 from tests.conftest import tiny_params
@@ -52,7 +54,7 @@ def test_frontier_summary_and_figure_show_slopes_marks_and_the_paper_value(tmp_p
     # at n = 150: noisy interpolates between 100² and 200²; the paper's value is labelled as the paper's
     assert f"{(1e4 + 4e4) / 2:.4g}" in text and "paper: a paper" in text
     png = tmp_path / "risk.png"
-    plot_frontier(pts, fr, png)
+    save_figure(draw_frontier(frontier_figure(pts, fr)), png)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -174,8 +176,7 @@ def _dashed(ax: object) -> list:
 
 
 def test_gca_frontier_draws_the_best_data_free_attacker_and_the_flag_all_detector() -> None:
-    from tasks.report import draw_frontier
-    from tasks.report_references import frontier_reference_lines, metric_references
+    from tasks.report.references import frontier_reference_lines, metric_references
 
     rows = [_gca_row("gca", 0.84, 0.92, -0.7, -0.2), _gca_row("fedavg", 0.86, 0.93, -0.1, -0.4)]
     fr = FrontierConfig(name="g", family="gca", x="privacy_delta_cos", y="utility_roc_auc", group_by="method")
@@ -184,7 +185,7 @@ def test_gca_frontier_draws_the_best_data_free_attacker_and_the_flag_all_detecto
     assert by_axis["x"]["value"] == pytest.approx(-0.3), "mean of the cells' best control"
     assert by_axis["x"]["label"] == "best data-free attacker"
     assert by_axis["y"]["value"] == 0.5, "a constant score has ROC AUC 0.5"
-    ax = draw_frontier(frontier_points(rows, fr), fr, lines).axes[0]
+    ax = draw_frontier(frontier_figure(frontier_points(rows, fr), fr, lines)).axes[0]
     dashed = {ln.get_label(): ln for ln in _dashed(ax)}
     vertical = [ln for label, ln in dashed.items() if label.startswith("best data-free attacker")]
     horizontal = [ln for label, ln in dashed.items() if label.startswith("flag-all detector")]
@@ -193,15 +194,14 @@ def test_gca_frontier_draws_the_best_data_free_attacker_and_the_flag_all_detecto
 
 
 def test_gca_selection_frontier_marks_flag_all_accuracy_on_both_axes() -> None:
-    from tasks.report import draw_frontier
-    from tasks.report_references import frontier_reference_lines, metric_references
+    from tasks.report.references import frontier_reference_lines, metric_references
 
     rows = [_gca_row("gca", 0.84, 0.92, -0.7, -0.2), _gca_row("fedavg", 0.86, 0.93, -0.1, -0.4)]
     fr = FrontierConfig(name="s", family="gca", x="utility_accuracy_matched", y="utility_accuracy_paper",
                         group_by="method")
     lines = frontier_reference_lines(rows, fr, metric_references(None, "gca"))
     assert sorted((ln["axis"], round(ln["value"], 9)) for ln in lines) == [("x", 0.3), ("y", 0.3)]
-    ax = draw_frontier(frontier_points(rows, fr), fr, lines).axes[0]
+    ax = draw_frontier(frontier_figure(frontier_points(rows, fr), fr, lines)).axes[0]
     flag_all = [ln for ln in _dashed(ax) if ln.get_label().startswith("flag-all detector")]
     vertical = [ln for ln in flag_all if list(ln.get_xdata()) == pytest.approx([0.3, 0.3])]
     horizontal = [ln for ln in flag_all if list(ln.get_ydata()) == pytest.approx([0.3, 0.3])]
@@ -209,8 +209,6 @@ def test_gca_selection_frontier_marks_flag_all_accuracy_on_both_axes() -> None:
 
 
 def test_a_data_free_cell_run_at_each_epsilon_is_one_dashed_curve() -> None:
-    from tasks.report import draw_frontier
-
     eps = [1.0, 4.0, 16.0, 64.0]
     rows = [_row(f"epsilon={e}_mechanism={m}", {"mechanism": m, "epsilon": e}, auc=v)
             for e in eps for m, v in (("gaussian", 0.5 + e / 200), ("identity_noise", 0.5 + e / 1000))]
@@ -222,7 +220,7 @@ def test_a_data_free_cell_run_at_each_epsilon_is_one_dashed_curve() -> None:
     pts = frontier_points(rows, fr)
     assert all(p["reference"] and p["data_free"] for p in pts if p["group"] == "identity_noise")
     assert next(p for p in pts if p["group"] == "clean")["x"] is None, "one reference cell: a flat line"
-    ax = draw_frontier(pts, fr).axes[0]
+    ax = draw_frontier(frontier_figure(pts, fr)).axes[0]
     labels = ax.get_legend_handles_labels()[1]
     assert [lb for lb in labels if lb.startswith("identity_noise")] == ["identity_noise (data-free)"]
     curve = next(ln for ln in _dashed(ax) if ln.get_label() == "identity_noise (data-free)")
@@ -233,7 +231,7 @@ def test_a_data_free_cell_run_at_each_epsilon_is_one_dashed_curve() -> None:
 
 
 def test_a_companion_reference_varying_with_the_x_option_is_a_curve_a_constant_one_a_line() -> None:
-    from tasks.report_references import frontier_reference_lines
+    from tasks.report.references import frontier_reference_lines
     from veilbench.families.base import DataFreeMetric
 
     ns = [50.0, 100.0, 200.0]
@@ -247,7 +245,7 @@ def test_a_companion_reference_varying_with_the_x_option_is_a_curve_a_constant_o
 
 
 def test_gca_family_table_shows_the_control_column_and_names_the_data_free_references() -> None:
-    from tasks.report import sweep_tables
+    from tasks.report.family_page import sweep_tables
 
     raw = tiny_params()
     raw["sweeps"]["g"] = {"family": "gca", "embedding": "digits-pca", "seeds": [0],
@@ -269,7 +267,7 @@ def test_gca_family_table_shows_the_control_column_and_names_the_data_free_refer
 
 
 def test_data_free_cells_are_marked_in_the_family_table() -> None:
-    from tasks.report import sweep_tables
+    from tasks.report.family_page import sweep_tables
 
     cfg = validate_config(tiny_params())
     rows = [{**_row(c, p, utility_verification_accuracy=v), "family": "scoreshield", "sweep": "ss"}
@@ -280,14 +278,12 @@ def test_data_free_cells_are_marked_in_the_family_table() -> None:
 
 
 def test_data_free_cells_against_an_attack_metric_are_one_dashed_curve_unless_listed_as_reference_lines() -> None:
-    from tasks.report import draw_frontier
-
     rows = [{**_row(f"obfuscation={o}_d_tilde={d}", {"obfuscation": o, "d_tilde": d}, adv=a, acc=u),
              "family": "dc"}
             for o, pts in (("pca", ((4, 0.5, 0.6), (16, 0.8, 0.9))), ("random", ((4, 0.01, 0.1), (16, -0.02, 0.11))))
             for d, a, u in pts]
     fr = FrontierConfig(name="a", family="dc", x="adv", y="acc", group_by="obfuscation")
-    ax = draw_frontier(frontier_points(rows, fr), fr).axes[0]
+    ax = draw_frontier(frontier_figure(frontier_points(rows, fr), fr)).axes[0]
     (curve,) = [ln for ln in _dashed(ax) if ln.get_label() == "random (data-free)"]
     assert list(curve.get_xdata()) == [-0.02, 0.01] and list(curve.get_ydata()) == [0.11, 0.1]
     listed = FrontierConfig(name="b", family="dc", x="adv", y="acc", group_by="obfuscation", reference_groups=["random"])

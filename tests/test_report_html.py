@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tasks.report_html import build_html
+from tasks.report.html_page import build_html
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 

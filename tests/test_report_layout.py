@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tasks.report_numbers import error_bars, fmt_stats, interval, metric_kind, metric_range
+from tasks.report.numbers import error_bars, fmt_stats, interval, metric_kind, metric_range
 
 REPO = Path(__file__).resolve().parents[1]
 FAMILIES = ("anchornoise", "dc", "gca", "scoreshield")
@@ -29,11 +29,12 @@ def built(tmp_path_factory: pytest.TempPathFactory, migrated_mlflow_db: Path) ->
         shutil.copy(ledger, root / "data" / "release" / ledger.parent.name / "ledger.json")
     shutil.copy(migrated_mlflow_db, root / "mlflow.db")
     import tasks.report as report_mod
-    import tasks.report_family as family_mod
-    import tasks.report_figures as figures_mod
+    import tasks.report.crossfamily as crossfamily_mod
+    import tasks.report.family_page as family_mod
+    import tasks.report.layout as layout_mod
 
     layouts: dict[str, dict] = {}
-    real = figures_mod.save_figure
+    real = layout_mod.save_figure
 
     def spy(fig, path):  # noqa: ANN001 - matplotlib figure
         layouts[Path(path).name] = out = real(fig, path)
@@ -41,7 +42,7 @@ def built(tmp_path_factory: pytest.TempPathFactory, migrated_mlflow_db: Path) ->
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("VEILBENCH_ROOT", str(root))
-        for mod in (report_mod, family_mod, figures_mod):
+        for mod in (family_mod, crossfamily_mod):  # where the report's figures are saved
             mp.setattr(mod, "save_figure", spy)
         report_mod.report(root=root)
     return {"root": root, "layouts": layouts}

@@ -9,7 +9,8 @@ import re
 import numpy as np
 from scipy import stats
 
-from tasks.report_family import attack_learns_nothing, best_per_level, headline, summary_section, summary_table
+from tasks.report.headline import attack_learns_nothing, best_per_level, headline
+from tasks.report.summary import summary_section, summary_table
 from tests.conftest import tiny_params
 from veilbench.config import validate_config
 

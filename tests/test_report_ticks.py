@@ -25,14 +25,15 @@ def _tick_label_boxes(fig) -> list:
 def test_log_x_tick_labels_do_not_overlap(xs: list[float]) -> None:
     import matplotlib.pyplot as plt
 
-    from tasks.report import draw_frontier
+    from tasks.report.draw import draw_frontier
+    from tasks.report.frontier import frontier_figure
 
     cfg = load_params(REPO / "params.yaml")
     fr = next(f for f in cfg.report.frontiers if f.name == "scoreshield-cf")
     points = [{"x": x, "y": 0.9 - 0.01 * i, "x_ci95": 0.0, "y_ci95": 0.05, "group": g, "dataset": "movielens",
                "cell": f"mechanism={g},epsilon={x}", "reference": False} for g in ("newton", "noisy")
               for i, x in enumerate(xs)]
-    fig = draw_frontier(points, fr)
+    fig = draw_frontier(frontier_figure(points, fr))
     boxes = _tick_label_boxes(fig)
     plt.close(fig)
     assert len(boxes) >= 2, "the x axis is labelled"
@@ -44,14 +45,15 @@ def test_log_x_tick_labels_do_not_overlap(xs: list[float]) -> None:
 def test_the_committed_cf_points_draw_without_overlapping_ticks() -> None:
     import matplotlib.pyplot as plt
 
-    from tasks.report import draw_frontier
+    from tasks.report.draw import draw_frontier
+    from tasks.report.frontier import frontier_figure
 
     path = REPO / "reports" / "plots" / "scoreshield-cf.json"
     if not path.is_file():
         pytest.skip("no committed scoreshield-cf points")
     cfg = load_params(REPO / "params.yaml")
     fr = next(f for f in cfg.report.frontiers if f.name == "scoreshield-cf")
-    fig = draw_frontier(json.loads(path.read_text()), fr)
+    fig = draw_frontier(frontier_figure(json.loads(path.read_text()), fr))
     boxes = sorted(_tick_label_boxes(fig), key=lambda b: b.x0)
     plt.close(fig)
     assert all(a.x1 <= b.x0 for a, b in zip(boxes, boxes[1:]))

@@ -1,4 +1,4 @@
-"""Verdicts (tasks/verdicts.py): paired per-seed bounds checked against scipy, the four verdicts on
+"""Verdicts (tasks/report/verdicts.py, tasks/report/data_free.py): paired per-seed bounds checked against scipy, the four verdicts on
 synthetic per-seed rows, "a claim its data-free reference satisfies is never held", and the
 per-sweep check of cells against their data-free references."""
 
@@ -10,16 +10,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from tasks.report_claims import claims_section
-from tasks.verdicts import (
-    Estimate,
-    beats_data_free,
-    claim_p_value,
-    data_free_section,
-    difference,
-    judge,
-    judge_claim,
-)
+from tasks.report.claims_table import claims_section
+from tasks.report.data_free import beats_data_free, data_free_section
+from tasks.report.verdicts import Estimate, claim_p_value, difference, judge, judge_claim
 from tests.conftest import tiny_params
 from veilbench.config import DataFreeConfig, validate_config
 from veilbench.validation import ValidationError
@@ -335,7 +328,7 @@ def test_bad_data_free_config_is_rejected_naming_the_field(change: dict, message
 
 
 def test_split_note_states_the_fixed_split_and_shows_the_measured_spread() -> None:
-    from tasks.verdicts import split_spread_lines
+    from tasks.report.split import split_spread_lines
 
     bare = "\n".join(split_spread_lines(None, 3))
     assert "seed: 3" in bare and "not been measured" in bare

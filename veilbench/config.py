@@ -275,7 +275,7 @@ class ClaimConfig(_Strict):
     ``tolerance`` for ``~`` (|ours − factor · than| ≤ tolerance). It is judged *held*, *not held*
     or *inconclusive* on the paired per-seed differences with one-sided 95% t bounds, *held* only
     when the Holm-adjusted p-value over the family's findings is ≤ α as well
-    (``tasks/verdicts.py``). ``data_free`` lists what releases or attackers that never read the
+    (``tasks/report/verdicts.py``). ``data_free`` lists what releases or attackers that never read the
     data would put in ``ours``' place (cell metrics, frontier curves, numbers): when one of them
     also satisfies the claim, the claim is *trivial*. ``kind: accounting_identity`` marks a claim
     true by construction of a formula (no sampling): *trivial* when it holds; ``kind:

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from dp_accounting.pld import privacy_loss_distribution as pld
 
-from tasks.report import LEDGER_COLUMNS, ledger_section
+from tasks.report.ledger import LEDGER_COLUMNS, ledger_section
 from tasks.sweep import ledger_entries
 from veilbench.gca.accountant import dp_fedavg_epsilon
 from veilbench.io import write_bundle

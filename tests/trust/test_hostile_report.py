@@ -41,7 +41,7 @@ def _payloads(place: str) -> str:
 def test_markdown_converter_shows_raw_html_as_text(payload: str) -> None:
     """The converter of ``index.html`` passes no raw HTML through, in a heading, a paragraph or a
     table cell: each payload comes out escaped."""
-    from tasks.report_html import markdown_to_html
+    from tasks.report.html_page import markdown_to_html
 
     text = PAYLOADS[payload].format(tag="x")
     body, toc = markdown_to_html(f"# Report {text}\n\nLabel: {text}\n\n| a | b |\n|---|---|\n| {text} | 1 |\n")
@@ -51,7 +51,7 @@ def test_markdown_converter_shows_raw_html_as_text(payload: str) -> None:
 
 
 def test_links_with_a_script_scheme_lose_their_url() -> None:
-    from tasks.report_html import markdown_to_html
+    from tasks.report.html_page import markdown_to_html
 
     body, _ = markdown_to_html("[a](javascript:alert(1)) [b](JaVa&#x09;Script:alert(1)) ![c](javascript:alert(2)) "
                                "[ok](#glossary) [page](scoreshield.md) [web](https://example.org)")

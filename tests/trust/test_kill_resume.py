@@ -42,7 +42,7 @@ SIGNALS = ("SIGINT", "SIGTERM", "SIGKILL")
 _ZYGOTE = r'''
 import json, os, signal, sys, time
 import tasks  # first: the CPU code paths, as every entry point
-import flows.cli, flows.pipeline, flows.dag, tasks.sweep, tasks.report, tasks.report_html
+import flows.cli, flows.pipeline, flows.dag, tasks.sweep, tasks.report, tasks.report.html_page
 import dvc.cli, dvc.repo, mlflow.tracking, sklearn.decomposition, scipy.stats, matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot
@@ -66,13 +66,13 @@ def hooks(moment, sig):
 
         flows.pipeline.StalePlanner.__call__ = planning
     elif moment == "report":
-        write_html = tasks.report_html.write_html
+        write_html = tasks.report.html_page.write_html
 
         def report(*args, **kwargs):
             kill("report")
             return write_html(*args, **kwargs)
 
-        tasks.report_html.write_html = report
+        tasks.report.html_page.write_html = report
     elif moment:
         run_cell = tasks.sweep.run_cell
 

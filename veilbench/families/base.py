@@ -43,7 +43,7 @@ test record), a module may declare ``DATA_FREE_METRICS``: metric → :class:`Dat
 and seed) or a constant (e.g. ROC AUC 0.5 for a detector whose score is constant), and whose
 ``label`` says what it is ("best data-free attacker", "flag-all detector"). The report draws each
 such reference in every figure whose x or y axis shows the metric, and adds it to the family's
-tables (:mod:`tasks.report_references`).
+tables (:mod:`tasks.report.references`).
 
 What a stage reads. A module may declare ``STAGE_INPUTS[stage]`` (the earlier stages whose arrays
 the stage reads) and ``STAGE_OPTIONS[stage]`` (the options, or properties of ``Params``, it reads).

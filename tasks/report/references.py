@@ -4,7 +4,7 @@ Two kinds (:mod:`veilbench.families.base`):
 
 * *reference cells*: cells whose options match an entry of the family's ``DATA_FREE`` (a release
   that never reads the data, run as an ordinary cell), and the frontier's ``reference_groups``;
-  the frontier figure draws them dashed (:func:`tasks.report.frontier_points` flags them);
+  the frontier figure draws them dashed (:func:`tasks.report.frontier.frontier_points` flags them);
 * *metric-level references*: the family's ``DATA_FREE_METRICS`` (metric → companion metric of
   the same cell, or a constant), together with the ``companions`` of ``report.data_free`` for the
   sweeps shown.
@@ -18,22 +18,14 @@ option (``param:<name>``) and whose companion differs between option values, it 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from tasks.report.families import declarations as family_declarations
+from tasks.report.numbers import fmt_number
+from tasks.report.rows import Row, mean_of, option
 from veilbench.config import Config, FrontierConfig
 from veilbench.families.base import DataFreeMetric, is_data_free
-
-
-def family_declarations(family: str) -> tuple[tuple[Mapping[str, Any], ...], dict[str, DataFreeMetric]]:
-    """``(DATA_FREE, DATA_FREE_METRICS)`` of a registered family; empty for an unknown family."""
-    from veilbench.families import FAMILY_MODULES, get_family
-
-    if family not in FAMILY_MODULES:
-        return (), {}
-    mod = get_family(family)
-    return tuple(getattr(mod, "DATA_FREE", ())), dict(getattr(mod, "DATA_FREE_METRICS", {}))
 
 
 def is_data_free_cell(family: str, params: Mapping[str, Any]) -> bool:
@@ -57,51 +49,47 @@ def metric_references(cfg: Config | None, family: str, sweeps: Iterable[str] = (
     return {**refs, **family_declarations(family)[1]}
 
 
-def _mean(row: Mapping[str, Any], metric: str) -> float | None:
-    s = row["summary"].get(metric)
-    return float(s["mean"]) if s and math.isfinite(s["mean"]) else None
-
-
 def reference_value(rows: Iterable[Mapping[str, Any]], ref: DataFreeMetric) -> float | None:
     """The reference's value over ``rows`` (module docstring); None when no row reports it."""
     if not isinstance(ref.value, str):
         return float(ref.value)
-    vals = [v for r in rows if (v := _mean(r, ref.value)) is not None]
+    vals = [v for r in rows if (v := mean_of(r, ref.value)) is not None]
     return sum(vals) / len(vals) if vals else None
 
 
-def _param(row: Mapping[str, Any], key: str) -> float | None:
-    v = row["params"].get(key.removeprefix("param:"))
-    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+def _curve_against_option(rows: list[Row], x: str, companion: str) -> tuple[list[float], list[float]] | None:
+    """``(xs, ys)``: the mean companion over the cells at each value of the option ``x``; None when it
+    does not vary with x (or is known at fewer than two values)."""
+    by_x: dict[float, list[float]] = {}
+    for r in rows:
+        xv, v = option(r, x), mean_of(r, companion)
+        if xv is not None and v is not None:
+            by_x.setdefault(xv, []).append(v)
+    ys = [sum(v) / len(v) for _, v in sorted(by_x.items())]
+    if len(ys) >= 2 and max(ys) - min(ys) > 1e-12 * max(1.0, abs(max(ys))):
+        return sorted(by_x), ys
+    return None
 
 
-def frontier_reference_lines(rows: list[dict[str, Any]], fr: FrontierConfig,
-                             refs: Mapping[str, DataFreeMetric]) -> list[dict[str, Any]]:
+def frontier_reference_lines(rows: list[Row], fr: FrontierConfig, refs: Mapping[str, DataFreeMetric]) -> list[dict[str, Any]]:
     """The metric-level data-free references of one frontier, as lines to draw: ``{"axis": "x"}``
     (a vertical line at ``value``) for a reference of the x metric, ``{"axis": "y"}`` for one of the
     y metric, either a horizontal line at ``value`` or (x a cell option, companion varying with it)
     a curve ``xs``/``ys``; each with ``metric``, ``label`` and ``source`` (companion or constant)."""
     cells = [r for r in rows if r["family"] == fr.family and (not fr.sweeps or r["sweep"] in fr.sweeps)
-             and _mean(r, fr.y) is not None]
+             and mean_of(r, fr.y) is not None]
     lines: list[dict[str, Any]] = []
     for axis, metric in (("x", fr.x), ("y", fr.y)):
         ref = refs.get(metric)
-        if ref is None:
-            continue
-        shown = [r for r in cells if axis == "y" or _mean(r, metric) is not None]
-        value = reference_value(shown, ref)
+        shown = [r for r in cells if axis == "y" or mean_of(r, metric) is not None]
+        value = None if ref is None else reference_value(shown, ref)
         if value is None:
             continue
         line = {"axis": axis, "metric": metric, "label": ref.label, "source": ref.value, "value": value}
         if axis == "y" and isinstance(ref.value, str) and fr.x.startswith("param:"):
-            by_x: dict[float, list[float]] = {}
-            for r in shown:
-                x, v = _param(r, fr.x), _mean(r, ref.value)
-                if x is not None and v is not None:
-                    by_x.setdefault(x, []).append(v)
-            ys = [sum(v) / len(v) for _, v in sorted(by_x.items())]
-            if len(ys) >= 2 and max(ys) - min(ys) > 1e-12 * max(1.0, abs(max(ys))):
-                line.update(xs=sorted(by_x), ys=ys)
+            curve = _curve_against_option(shown, fr.x, ref.value)
+            if curve is not None:
+                line.update(xs=curve[0], ys=curve[1])
         lines.append(line)
     return lines
 
@@ -124,8 +112,6 @@ def reference_notes(rows: list[dict[str, Any]], metrics: Iterable[str], refs: Ma
     """One paragraph naming the data-free reference of each shown metric: the companion column
     (per cell) or the constant, and the mean over ``rows`` of every data-free attacker reported as
     ``<metric>_trivial_<guess>``; ``""`` when there is none."""
-    from tasks.report_numbers import fmt_number
-
     metrics = list(metrics)
     by: dict[tuple[str, str], list[str]] = {}
     for m in metrics:
@@ -147,11 +133,11 @@ def reference_notes(rows: list[dict[str, Any]], metrics: Iterable[str], refs: Ma
 def utility_outcomes(cfg: Config, family: str, sweep: str, metric: str, rows: list[dict[str, Any]],
                      better: str) -> dict[str, str]:
     """Cell of ``sweep`` → whether its ``metric`` ``beats``, ``loses`` to or is ``indistinguishable``
-    from the best data-free reference of the sweep (:func:`tasks.verdicts.beats_data_free`): the
+    from the best data-free reference of the sweep (:func:`tasks.report.data_free.beats_data_free`): the
     family's data-free cells and those ``report.data_free`` selects for the sweep, and the metric's
     metric-level reference (:func:`metric_references`: a companion metric or a constant), with the
     entries' ``exclude`` and ``match``. Cells with no reference to compare are absent."""
-    from tasks.verdicts import beats_data_free
+    from tasks.report.data_free import beats_data_free
 
     entries = [e for e in cfg.report.data_free if e.sweep == sweep]
     references = [*family_declarations(family)[0], *(sel for e in entries for sel in e.references)]

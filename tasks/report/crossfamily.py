@@ -1,6 +1,6 @@
 """Cross-family section of ``reports/index.md``: one linkage attack and one utility for every family.
 
-From the report's cell rows (:func:`tasks.report.load_cell_metrics`) that carry the metrics of
+From the report's cell rows (:func:`tasks.report.rows.load_cell_metrics`) that carry the metrics of
 :func:`veilbench.crossfamily.crossfamily_metrics` (``xfam_linkage_rate`` and
 ``xfam_utility_balanced_accuracy``), writes under ``reports_dir``
 
@@ -13,7 +13,7 @@ From the report's cell rows (:func:`tasks.report.load_cell_metrics`) that carry 
   show every family's outline: none hides another), CI error bars, the
   chance linkage as a dashed data-free reference, one panel per dataset, the legend outside the
   axes, and only each family's Pareto points labelled (short cell names, never overlapping each
-  other or a marker: :func:`tasks.report_figures.place_labels`);
+  other or a marker: :func:`tasks.report.layout.place_labels`; figure data: :func:`crossfamily_figure`);
 * ``plots/crossfamily.json``: the plotted points, for ``dvc plots``;
 
 and returns the markdown lines for ``index.md``. The files are written even when no cell emitted
@@ -26,6 +26,12 @@ import math
 from pathlib import Path
 from typing import Any
 
+from tasks.report.draw import draw_crossfamily
+from tasks.report.figure_data import Axes, CrossFamilyFigure, FamilySeries, Line, Panel, Series
+from tasks.report.layout import save_figure
+from tasks.report.numbers import error_bars, fmt_stats
+from tasks.report.style import short_cell
+from tasks.report.tables import markdown_table
 from veilbench.crossfamily import DEFAULT_LEAK_FRACTION, THREAT_MODEL, UTILITY
 from veilbench.io import atomic_write_text, write_json
 
@@ -76,8 +82,6 @@ def crossfamily_points(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _pm(metric: str, mean: float, ci: float, n: int) -> str:
-    from tasks.report_numbers import fmt_stats
-
     return fmt_stats(metric, {"mean": mean, "ci95": ci, "n": n})
 
 
@@ -113,61 +117,46 @@ def pareto(points: list[dict[str, Any]], x: str = "x") -> list[dict[str, Any]]:
     return front
 
 
-def plot_crossfamily(points: list[dict[str, Any]], path: Path) -> dict[str, list[Any]]:
-    """Save the cross-family figure (see the module docstring); returns its layout (boxes of the
-    axes, legends and point labels: :func:`tasks.report_figures.layout`)."""
-    import matplotlib
+def _family_series(points: list[dict[str, Any]], xkey: str, adv: bool) -> Series:
+    xs, ys = [p[xkey] for p in points], [p["y"] for p in points]
+    return Series(points[0]["family"], xs, ys,
+                  xerr=error_bars(ADVANTAGE if adv else LINKAGE, xs, [p[f"{xkey}_ci95"] or 0.0 for p in points]),
+                  yerr=error_bars(UTILITY_METRIC, ys, [p["y_ci95"] for p in points]))
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    from tasks.report_figures import REFERENCE_STYLE, colour, legend_outside, marker, place_labels, save_figure, short_cell
-    from tasks.report_numbers import error_bars
+def _reference(pts: list[dict[str, Any]], adv: bool) -> Line | None:
+    """The data-free reference of a panel: no advantage over the control, or the chance linkage."""
+    if adv:
+        return Line("no advantage over the data-free control", "x", 0.0)
+    chances = sorted({round(p["chance"], 12) for p in pts if math.isfinite(p["chance"])})
+    return Line("chance linkage (data-free guess)", "x", max(chances)) if chances else None
 
-    adv = _has_advantage(points)
+
+def _panel(points: list[dict[str, Any]], dataset: str, families: list[str], adv: bool) -> Panel:
     xkey = "advantage" if adv else "x"
+    pts = [p for p in points if p["dataset"] == dataset and p.get(xkey) is not None]
+    series = [FamilySeries(i, _family_series(fp, xkey, adv)) for i, fam in enumerate(families)
+              if (fp := [p for p in pts if p["family"] == fam])]
+    front = [p for fam in families for p in pareto([p for p in pts if p["family"] == fam], xkey)]
+    axes = Axes(X_LABEL_ADVANTAGE if adv else X_LABEL, Y_LABEL,
+                f"Cross-family view{f': {dataset}' if dataset else ''} (labelled: each family's Pareto points)")
+    return Panel(axes, series, _reference(pts, adv), (-1.05 if adv and any(p[xkey] < 0 for p in pts) else -0.05, 1.05),
+                 [(p[xkey], p["y"], short_cell(p["cell"])) for p in front], empty=not pts)
+
+
+def crossfamily_figure(points: list[dict[str, Any]]) -> CrossFamilyFigure:
+    """What the cross-family figure draws (see the module docstring): one panel per data set (one
+    empty panel without points), x the advantage over the data-free control when any cell reports
+    it, else the linkage rate; each family's colour and marker fixed across the panels."""
+    adv = _has_advantage(points)
     datasets = sorted({p["dataset"] for p in points}) or [""]
     families = sorted({p["family"] for p in points})
-    style = {f: (colour(i), marker(i)) for i, f in enumerate(families)}
-    fig, axes = plt.subplots(len(datasets), 1, figsize=(7.0, 4.8 * len(datasets)), dpi=120, squeeze=False)
-    for ax, dataset in zip(axes[:, 0], datasets, strict=True):
-        pts = [p for p in points if p["dataset"] == dataset and p.get(xkey) is not None]
-        for fam in families:
-            fp = [p for p in pts if p["family"] == fam]
-            if not fp:
-                continue
-            c, m = style[fam]
-            xs, ys = [p[xkey] for p in fp], [p["y"] for p in fp]
-            ax.errorbar(xs, ys, xerr=error_bars(ADVANTAGE if adv else LINKAGE, xs, [p[f"{xkey}_ci95"] or 0.0 for p in fp]),
-                        yerr=error_bars(UTILITY_METRIC, ys, [p["y_ci95"] for p in fp]), fmt=m, color=c, capsize=3,
-                        label=fam, markersize=7, markerfacecolor="none", markeredgewidth=1.4, elinewidth=0.8)
-        if not adv:
-            chances = sorted({round(p["chance"], 12) for p in pts if math.isfinite(p["chance"])})
-            if chances:
-                ax.axvline(max(chances), color="0.3", label="chance linkage (data-free guess)", **REFERENCE_STYLE)
-        else:
-            ax.axvline(0.0, color="0.3", label="no advantage over the data-free control", **REFERENCE_STYLE)
-        if not pts:
-            ax.text(0.5, 0.5, "no cell emitted the cross-family arrays", ha="center", va="center",
-                    transform=ax.transAxes)
-        ax.set_xlim(-1.05 if adv and any(p[xkey] < 0 for p in pts) else -0.05, 1.05)
-        ax.set_ylim(0.0, 1.05)
-        ax.set_xlabel(X_LABEL_ADVANTAGE if adv else X_LABEL, fontsize=8)
-        ax.set_ylabel(Y_LABEL, fontsize=8)
-        ax.set_title(f"Cross-family view{f': {dataset}' if dataset else ''} (labelled: each family's Pareto points)",
-                     fontsize=9)
-        ax.grid(True, alpha=0.3)
-        legend_outside(ax)
-        front = [p for fam in families for p in pareto([p for p in pts if p["family"] == fam], xkey)]
-        place_labels(ax, [p[xkey] for p in front], [p["y"] for p in front], [short_cell(p["cell"]) for p in front])
-    return save_figure(fig, path)
+    return CrossFamilyFigure([_panel(points, d, families, adv) for d in datasets])
 
 
 def crossfamily_section(rows: list[dict[str, Any]], reports_dir: Path) -> list[str]:
     """Write the cross-family table, CSV, figure and plot points; return the index.md lines."""
     import pandas as pd
-
-    from tasks.report_tables import markdown_table as _markdown
 
     reports_dir = Path(reports_dir)
     points = crossfamily_points(rows)
@@ -182,7 +171,7 @@ def crossfamily_section(rows: list[dict[str, Any]], reports_dir: Path) -> list[s
     tables: list[str] = []
     for dataset in datasets:
         dpts = [p for p in points if p["dataset"] == dataset]
-        table = _markdown(_header(dpts), _table_rows(dpts))
+        table = markdown_table(_header(dpts), _table_rows(dpts))
         heading = [f"### {dataset}", ""] if len(datasets) > 1 else [f"Data set `{dataset}`:", ""]
         tables += [*heading, table]
         lines += [*heading, table]
@@ -197,7 +186,7 @@ def crossfamily_section(rows: list[dict[str, Any]], reports_dir: Path) -> list[s
                         for p in points], columns=CSV_COLUMNS)
     atomic_write_text(reports_dir / "tables" / "crossfamily.csv", csv.to_csv(index=False))
     write_json(reports_dir / "plots" / "crossfamily.json", points)
-    plot_crossfamily(points, reports_dir / "figures" / "crossfamily.png")
+    save_figure(draw_crossfamily(crossfamily_figure(points)), reports_dir / "figures" / "crossfamily.png")
     if points:
         lines += ["![Cross-family view](figures/crossfamily.png)", "",
                   "Labelled points are each family's Pareto points (no other cell of the family leaks less and keeps "

@@ -68,7 +68,7 @@ otherwise the most telling of theirs (:func:`combine_settings`).
 
 The same bounds decide whether a cell *beats* the best data-free reference of its sweep on a
 utility metric (``L > 0`` for the signed difference cell − reference), *loses* to it (``U < 0``),
-or cannot be told apart from it.
+or cannot be told apart from it (:mod:`tasks.report.data_free`).
 
 References: Student's paired t-test and Welch, *Biometrika* 34 (1947) for the unpaired case;
 Satterthwaite, *Biometrics Bulletin* 2 (1946) for the combined degrees of freedom; Schuirmann,
@@ -80,7 +80,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -172,6 +172,10 @@ class Difference:
         return float(t.sf(stat, self.df) if side == "greater" else t.cdf(stat, self.df))
 
 
+#: a seed-level test: (its name, the mean difference, its standard error, degrees of freedom, paired seeds)
+Sampling = tuple[str, float, float, float, int]
+
+
 def _bounds(mean: float, se: float, df: float, alpha: float) -> tuple[float, float]:
     from scipy.stats import t
 
@@ -198,50 +202,73 @@ def _satterthwaite(parts: Sequence[tuple[float, float]]) -> tuple[float, float]:
     return math.sqrt(var), df
 
 
-def _sampling(a: Estimate, b: Estimate, factor: float) -> tuple[str, float, float, float, int]:
-    """The seed-level test of ``a − factor·b``: (name, mean, SE, ν, paired seeds); SE 0 = exact,
-    ∞ = no test."""
+def _paired_seeds(a: Estimate, b: Estimate) -> list[str] | None:
+    """The seeds a paired (or, against a constant, one-sample) test uses; None for an unpaired test."""
+    if a.constant or b.constant:
+        return list((b if a.constant else a).per_seed) or None
+    if a.per_seed and b.per_seed:
+        return [s for s in a.per_seed if s in b.per_seed] or None
+    return None
+
+
+def _paired(a: Estimate, b: Estimate, factor: float, seeds: list[str]) -> Sampling:
+    """The paired t-test of ``a_s − factor·b_s`` over ``seeds`` (``scipy.stats.ttest_rel``), or the
+    one-sample t-test when one side is a constant (``scipy.stats.ttest_1samp``)."""
     import numpy as np
     from scipy import stats
 
+    one_sample = a.constant or b.constant
+    x = np.array([a.mean if a.constant else a.per_seed[s] for s in seeds])
+    y = factor * np.array([b.mean if b.constant else b.per_seed[s] for s in seeds])
+    d = x - y
+    n, dbar = len(d), float(d.mean())
+    name = "one-sample t" if one_sample else "paired t"
+    if n < 2:
+        return f"{name} (1 seed: no test)", dbar, math.inf, math.inf, n
+    if float(np.ptp(d)) <= 1e-12 * max(1.0, abs(dbar)):
+        return f"{name}, identical differences over {n} seeds (no spread)", dbar, 0.0, math.inf, n
+    se, df = _se_of(stats.ttest_1samp(d, 0.0) if one_sample else stats.ttest_rel(x, y))
+    return f"{name} over {n} seeds", dbar, se, df, n
+
+
+def _spread(e: Estimate, factor: float) -> tuple[float, float] | None:
+    """(standard error of ``factor·e``, its degrees of freedom); None when no spread is known."""
+    from scipy import stats
+
+    if e.constant:
+        return 0.0, math.inf
+    if len(e.per_seed) >= 2:
+        v = list(e.per_seed.values())
+        return factor * float(stats.sem(v)), len(v) - 1
+    if e.se is not None:
+        return factor * e.se, e.df
+    return None
+
+
+def _unpaired(a: Estimate, b: Estimate, factor: float) -> Sampling:
+    """Welch's t-test of ``a − factor·b`` (``scipy.stats.ttest_ind(equal_var=False)``) on their
+    per-seed values, else on their standard errors with Welch–Satterthwaite degrees of freedom."""
+    from scipy import stats
+
     mean = a.mean - factor * b.mean
-    if a.constant and b.constant:
-        return "exact (constants)", mean, 0.0, math.inf, 0
-    seeds: list[str] | None = None
-    if a.constant or b.constant:
-        seeds = list((b if a.constant else a).per_seed) or None
-    elif a.per_seed and b.per_seed:
-        seeds = [s for s in a.per_seed if s in b.per_seed] or None
-    if seeds is not None:
-        x = np.array([a.mean if a.constant else a.per_seed[s] for s in seeds])
-        y = factor * np.array([b.mean if b.constant else b.per_seed[s] for s in seeds])
-        d = x - y
-        n, dbar = len(d), float(d.mean())
-        name = "one-sample t" if (a.constant or b.constant) else "paired t"
-        if n < 2:
-            return f"{name} (1 seed: no test)", dbar, math.inf, math.inf, n
-        if float(np.ptp(d)) <= 1e-12 * max(1.0, abs(dbar)):
-            return f"{name}, identical differences over {n} seeds (no spread)", dbar, 0.0, math.inf, n
-        res = stats.ttest_1samp(d, 0.0) if (a.constant or b.constant) else stats.ttest_rel(x, y)
-        se, df = _se_of(res)
-        return f"{name} over {n} seeds", dbar, se, df, n
     if len(a.per_seed) >= 2 and len(b.per_seed) >= 2:
         res = stats.ttest_ind(list(a.per_seed.values()), [factor * v for v in b.per_seed.values()], equal_var=False)
         se, df = _se_of(res)
         return "Welch t (unpaired)", mean, se, df, 0
-    parts = []
-    for e, f in ((a, 1.0), (b, factor)):
-        if e.constant:
-            parts.append((0.0, math.inf))
-        elif len(e.per_seed) >= 2:
-            v = list(e.per_seed.values())
-            parts.append((f * float(stats.sem(v)), len(v) - 1))
-        elif e.se is not None:
-            parts.append((f * e.se, e.df))
-        else:
-            return "no spread known: no test", mean, math.inf, math.inf, 0
+    parts = [_spread(a, 1.0), _spread(b, factor)]
+    if None in parts:
+        return "no spread known: no test", mean, math.inf, math.inf, 0
     se, df = _satterthwaite(parts)
     return ("Welch t (unpaired)" if se > 0 else "exact (no spread)"), mean, se, df, 0
+
+
+def _sampling(a: Estimate, b: Estimate, factor: float) -> Sampling:
+    """The seed-level test of ``a − factor·b``: (name, mean, SE, ν, paired seeds); SE 0 = exact,
+    ∞ = no test."""
+    if a.constant and b.constant:
+        return "exact (constants)", a.mean - factor * b.mean, 0.0, math.inf, 0
+    seeds = _paired_seeds(a, b)
+    return _unpaired(a, b, factor) if seeds is None else _paired(a, b, factor, seeds)
 
 
 def difference(a: Estimate, b: Estimate, factor: float = 1.0, alpha: float = ALPHA) -> Difference:
@@ -339,6 +366,11 @@ class ClaimVerdict:
         return self.verdict not in ("vacuous", "not evaluated") and math.isfinite(self.p_value)
 
 
+def fmt_bound(x: float) -> str:
+    """A bound in three significant digits, ``∞``/``−∞`` when infinite."""
+    return f"{x:.3g}" if math.isfinite(x) else ("−∞" if x < 0 else "∞")
+
+
 def _premise(premise: tuple[str, Estimate | None], alpha: float) -> tuple[Difference | None, str]:
     """The premise's advantage − 0 and, when it fails, why (``""`` when it holds)."""
     name, est = premise
@@ -349,8 +381,51 @@ def _premise(premise: tuple[str, Estimate | None], alpha: float) -> tuple[Differ
         return d, ""
     how = "scores below its data-free control" if d.mean <= 0 else "is not shown to beat its data-free control"
     return d, (f"the attack learns nothing on this data: the attack on {name} {how} (advantage {d.mean:.3g}, "
-               f"one-sided {1 - alpha:.0%} lower bound {_g(d.lower)} ≤ 0), so the claim would compare degrees of "
+               f"one-sided {1 - alpha:.0%} lower bound {fmt_bound(d.lower)} ≤ 0), so the claim would compare degrees of "
                "failure; an attacker can always fall back on the control")
+
+
+def _accounting(diff: Difference, op: str, tolerance: float) -> ClaimVerdict:
+    """An accounting identity: *trivial* when its comparison holds exactly, else *not held*."""
+    exact = Difference("accounting identity (no sampling)", diff.mean, diff.mean, diff.mean)
+    ok = judge(exact, op, tolerance) == "held"
+    return ClaimVerdict("trivial" if ok else "not held",
+                        "true by construction of the formula: an accounting identity, not a measured claim" if ok
+                        else "the accounting formula does not give it", exact)
+
+
+def _bounds_reason(diff: Difference, verdict: str, alpha: float) -> str:
+    """Why a claim's own bounds do not hold it."""
+    bounds = f"the one-sided {1 - alpha:.0%} bounds of d [{fmt_bound(diff.lower)}, {fmt_bound(diff.upper)}]"
+    return (f"{bounds} straddle the claim's boundary" if verdict == "inconclusive" else
+            f"{bounds} exclude the claim's boundary on the wrong side")
+
+
+#: why a claim held by its bounds stays inconclusive, by the judgement of a data-free reference
+_DATA_FREE_DOUBTS = (
+    ("inconclusive", "held, but the data-free reference might satisfy it too (its own test is inconclusive)"),
+    ("not run", "held, but the data-free reference has not run, so a release that never reads the data might "
+                "meet it too"))
+
+
+def _held(diff: Difference, judged: list[tuple[Difference | None, str]], p: float, p_adjusted: float | None,
+          alpha: float, evidence: dict[str, Any]) -> ClaimVerdict:
+    """The verdict of a claim its own bounds hold, given each data-free reference's ``(difference,
+    judgement)``: *trivial* when one holds it too, *inconclusive* when Holm's adjusted p-value
+    exceeds α or a reference's test is inconclusive or has not run, else *held*."""
+    trivial = next((i for i, (_, v) in enumerate(judged) if v == "held"), None)
+    if trivial is not None:
+        return ClaimVerdict("trivial", "the data-free reference satisfies it too", diff, trivial, *judged[trivial],
+                            **evidence)
+    if p_adjusted is not None and not p_adjusted <= alpha:
+        return ClaimVerdict("inconclusive", f"held at α = {alpha:g} on its own (p = {p:.2g}), not after Holm's "
+                                            f"adjustment over the family's findings (p_Holm = {p_adjusted:.2g})",
+                            diff, **evidence)
+    for want, reason in _DATA_FREE_DOUBTS:
+        hit = next((i for i, (_, v) in enumerate(judged) if v == want), None)
+        if hit is not None:
+            return ClaimVerdict("inconclusive", reason, diff, hit, *judged[hit], **evidence)
+    return ClaimVerdict("held", "", diff, *((0, *judged[0]) if judged else ()), **evidence)
 
 
 def judge_claim(ours: Estimate | None, than: Estimate | None, op: str, *, factor: float = 1.0,
@@ -370,11 +445,7 @@ def judge_claim(ours: Estimate | None, than: Estimate | None, op: str, *, factor
     diff = difference(ours, than, factor, alpha)
     p = claim_p_value(diff, op, tolerance)
     if kind == "accounting_identity":
-        exact = Difference("accounting identity (no sampling)", diff.mean, diff.mean, diff.mean)
-        ok = judge(exact, op, tolerance) == "held"
-        return ClaimVerdict("trivial" if ok else "not held",
-                            "true by construction of the formula: an accounting identity, not a measured claim" if ok
-                            else "the accounting formula does not give it", exact)
+        return _accounting(diff, op, tolerance)
     evidence: dict[str, Any] = {"p_value": p, "p_adjusted": math.nan if p_adjusted is None else p_adjusted}
     if premise is not None:
         pd, failed = _premise(premise, alpha)
@@ -383,32 +454,13 @@ def judge_claim(ours: Estimate | None, than: Estimate | None, op: str, *, factor
             return ClaimVerdict("inconclusive" if pd is None else "vacuous", failed, diff, p_value=math.nan,
                                 premise_diff=pd)
     verdict = judge(diff, op, tolerance)
-    level = f"one-sided {1 - alpha:.0%} bounds"
     if verdict != "held":
-        reason = (f"the {level} of d [{_g(diff.lower)}, {_g(diff.upper)}] straddle the claim's boundary"
-                  if verdict == "inconclusive" else
-                  f"the {level} of d [{_g(diff.lower)}, {_g(diff.upper)}] exclude the claim's boundary on the wrong side")
-        return ClaimVerdict(verdict, reason, diff, **evidence)
+        return ClaimVerdict(verdict, _bounds_reason(diff, verdict, alpha), diff, **evidence)
     judged = []
     for e in data_free:
         dd = None if e is None else difference(e, than, factor, alpha)
         judged.append((dd, "not run" if dd is None else judge(dd, op, tolerance)))
-    trivial = next((i for i, (_, v) in enumerate(judged) if v == "held"), None)
-    if trivial is not None:
-        return ClaimVerdict("trivial", "the data-free reference satisfies it too", diff, trivial, *judged[trivial],
-                            **evidence)
-    if p_adjusted is not None and not p_adjusted <= alpha:
-        return ClaimVerdict("inconclusive", f"held at α = {alpha:g} on its own (p = {p:.2g}), not after Holm's "
-                                            f"adjustment over the family's findings (p_Holm = {p_adjusted:.2g})",
-                            diff, **evidence)
-    for want, reason in (
-            ("inconclusive", "held, but the data-free reference might satisfy it too (its own test is inconclusive)"),
-            ("not run", "held, but the data-free reference has not run, so a release that never reads the data might "
-                        "meet it too")):
-        hit = next((i for i, (_, v) in enumerate(judged) if v == want), None)
-        if hit is not None:
-            return ClaimVerdict("inconclusive", reason, diff, hit, *judged[hit], **evidence)
-    return ClaimVerdict("held", "", diff, *((0, *judged[0]) if judged else ()), **evidence)
+    return _held(diff, judged, p, p_adjusted, alpha, evidence)
 
 
 def combine_settings(verdicts: Sequence[tuple[str, str]]) -> tuple[str, str]:
@@ -430,184 +482,3 @@ def combine_settings(verdicts: Sequence[tuple[str, str]]) -> tuple[str, str]:
     if "held" in by:
         return "partly held", where
     return next(v for v in ("not held", "inconclusive", "trivial", "vacuous", "not evaluated") if v in by), where
-
-
-# --- cells against the data-free references of their sweep -------------------------------------
-
-def matches(cell: str, params: Mapping[str, Any], selectors: Iterable[str | Mapping[str, Any]]) -> bool:
-    """Whether a cell is selected: by its name, or by an option filter whose every key matches."""
-    for sel in selectors:
-        if isinstance(sel, str):
-            if sel == cell:
-                return True
-        elif all(k in params and params[k] == v for k, v in sel.items()):
-            return True
-    return False
-
-
-def cell_estimate(row: Mapping[str, Any], metric: str) -> Estimate | None:
-    """A cell row's metric as an estimate: its per-seed values, else its stored summary; None when missing."""
-    per_seed = {s: m[metric] for s, m in (row.get("per_seed") or {}).items() if metric in m}
-    if per_seed:
-        try:
-            return Estimate.of_seeds(per_seed)
-        except ValueError:
-            return None
-    s = row["summary"].get(metric)
-    return Estimate.of_summary(s) if s and math.isfinite(s["mean"]) else None
-
-
-def _companion(row: Mapping[str, Any], companion: str | float) -> Estimate | None:
-    """A data-free companion's estimate for ``row``: a metric of the same cell, or a constant."""
-    return cell_estimate(row, companion) if isinstance(companion, str) else Estimate.of_constant(companion)
-
-
-def _companion_name(companion: str | float) -> str:
-    return f"{companion} (same cell)" if isinstance(companion, str) else f"constant {companion:g} (data-free by definition)"
-
-
-def beats_data_free(rows: list[dict[str, Any]], sweep: str, references: list[str | Mapping[str, Any]],
-                    metrics: Mapping[str, str], exclude: list[str | Mapping[str, Any]] = (),
-                    companions: Mapping[str, str | float] | None = None, match: Iterable[str] = (),
-                    alpha: float = ALPHA) -> list[dict[str, Any]]:
-    """Each (cell, metric) of ``sweep`` judged against the best data-free reference on that metric.
-
-    ``references`` select the sweep's data-free cells (names or option filters); ``companions``
-    maps a metric to a metric of the same cell that holds a data-free release's value (e.g. the
-    identity Gram's error computed beside each release) or to a constant (a data-free release's
-    value by definition, e.g. ROC AUC 0.5 for the detector that flags everything); ``metrics`` maps each utility metric to
-    ``"higher"`` or ``"lower"`` (which is better); ``exclude`` drops cells that are not releases
-    (e.g. the clean, non-private reference); ``match`` names options a reference must share with
-    the cell (e.g. ``n_records``: a release of 400 records is compared with the data-free release
-    of 400 records). The best reference has the best mean; the signed
-    difference ``s·(cell − reference)`` (``s = +1`` when higher is better) gives ``outcome`` =
-    ``beats`` (``L > 0``), ``loses`` (``U < 0``) or ``indistinguishable``."""
-    companions = companions or {}
-    mine = [r for r in rows if r["sweep"] == sweep]
-    refs = [r for r in mine if matches(r["cell"], r["params"], references)]
-    cells = [r for r in mine if r not in refs and not matches(r["cell"], r["params"], exclude)]
-    out = []
-    for metric, better in metrics.items():
-        if better not in ("higher", "lower"):
-            raise ValueError(f"metrics.{metric}: must be 'higher' or 'lower', got {better!r}")
-        sign = 1.0 if better == "higher" else -1.0
-        cand_refs = [(r, e) for r in refs if (e := cell_estimate(r, metric)) is not None]
-        for r in cells:
-            a = cell_estimate(r, metric)
-            if a is None:
-                continue
-            options = [(ref["cell"], e) for ref, e in cand_refs
-                       if all(ref["params"].get(k) == r["params"].get(k) for k in match)]
-            if metric in companions and (e := _companion(r, companions[metric])) is not None:
-                options.append((_companion_name(companions[metric]), e))
-            if not options:
-                continue
-            ref_name, ref = max(options, key=lambda o: sign * o[1].mean)
-            d = difference(a, ref, 1.0, alpha) if sign > 0 else difference(ref, a, 1.0, alpha)
-            outcome = "beats" if d.lower > 0 else "loses" if d.upper < 0 else "indistinguishable"
-            out.append({"sweep": sweep, "cell": r["cell"], "metric": metric, "better": better, "value": a.mean,
-                        "reference": ref_name, "reference_value": ref.mean, "advantage": d.mean,
-                        "lower": d.lower, "upper": d.upper, "test": d.test, "outcome": outcome})
-    return out
-
-
-def _g(x: float) -> str:
-    return f"{x:.3g}" if math.isfinite(x) else ("−∞" if x < 0 else "∞")
-
-
-def _judged(rows: list[dict[str, Any]], entries: list[Any], alpha: float) -> list[dict[str, Any]]:
-    judged: list[dict[str, Any]] = []
-    for e in entries:
-        judged += beats_data_free(rows, e.sweep, list(e.references), dict(e.metrics), list(e.exclude),
-                                  dict(e.companions), list(e.match), alpha)
-    return judged
-
-
-def data_free_digest(family: str, rows: list[dict[str, Any]], entries: Iterable[Any], sweep_family: Mapping[str, str],
-                     alpha: float = ALPHA) -> list[str]:
-    """Markdown, one line per sweep: the cells of ``family`` that do not beat the best data-free
-    reference on some utility metric (the short form of :func:`data_free_section`, for the index)."""
-    mine = [e for e in entries if sweep_family.get(e.sweep) == family]
-    if not mine:
-        return [f"- **{family}**: no data-free reference declared (`report.data_free`)."]
-    judged = _judged(rows, mine, alpha)
-    if not judged:
-        return [f"- **{family}**: the declared data-free references have not run yet."]
-    losing: dict[str, dict[str, list[str]]] = {}
-    for j in judged:
-        if j["outcome"] != "beats":
-            losing.setdefault(j["sweep"], {}).setdefault(j["cell"], []).append(f"{j['metric']}: {j['outcome']}")
-    n_cells = len({(j["sweep"], j["cell"]) for j in judged})
-    n_losing = sum(len(c) for c in losing.values())
-    out = [f"- **{family}**: {n_losing} of {n_cells} checked cells do not beat a data-free reference on at least one "
-           f"utility metric ([details]({family}.md#cells-that-do-not-beat-the-data-free-references))"
-           + (":" if losing else ".")]
-    for sweep, cells in losing.items():
-        out.append(f"  - {sweep}: " + "; ".join(f"{c} ({', '.join(m)})" for c, m in cells.items()))
-    return out
-
-
-def data_free_section(family: str, rows: list[dict[str, Any]], entries: Iterable[Any], sweep_family: Mapping[str, str],
-                      alpha: float = ALPHA) -> list[str]:
-    """Markdown: the cells of ``family`` that do not beat the best data-free reference of their sweep
-    on a utility metric (``entries``: the ``report.data_free`` config; ``sweep_family``: sweep →
-    family)."""
-    mine = [e for e in entries if sweep_family.get(e.sweep) == family]
-    lines = ["### Cells that do not beat the data-free references", ""]
-    if not mine:
-        return lines + [f"No data-free reference is declared for {family} (`report.data_free`): its cells are not "
-                        "checked against a release that never reads the data.", ""]
-    judged = _judged(rows, mine, alpha)
-    if not judged:
-        return lines + [f"The data-free references declared for {family} (`report.data_free`) have no evaluated "
-                        "cells (or no cell to compare) yet.", ""]
-    losing = [j for j in judged if j["outcome"] != "beats"]
-    refs = "; ".join(f"{e.sweep}: " + ", ".join([*(s if isinstance(s, str) else ", ".join(f"{k}={v}" for k, v in s.items())
-                                                   for s in e.references),
-                                                 *(f"{c} beside each cell" if isinstance(c, str) else f"the constant {c:g}"
-                                                   for c in e.companions.values())])
-                     for e in mine)
-    lines += [f"Each release is compared, per utility metric, with the best data-free reference of its sweep ({refs}) "
-              f"by the paired per-seed difference (one-sided {1 - alpha:.0%} t bounds; `tasks/verdicts.py`). "
-              f"{len(judged) - len(losing)} of {len(judged)} (cell, metric) pairs beat it; the others are listed: "
-              "*advantage* = how much better the cell is than the reference (cell − reference when higher is better, "
-              "reference − cell when lower is better); *loses* = worse than publishing the data-free release, "
-              "*indistinguishable* = the bounds straddle 0.", ""]
-    if not losing:
-        return lines + ["Every checked cell beats its data-free reference.", ""]
-    header = ["sweep", "cell", "metric", "cell value", "best data-free", "advantage (bounds)", "outcome"]
-    md = [[j["sweep"], j["cell"], f"{j['metric']} ({j['better']} is better)", f"{j['value']:.4g}",
-           f"{j['reference_value']:.4g} ({j['reference']})",
-           f"{j['advantage']:+.3g} [{_g(j['lower'])}, {_g(j['upper'])}]", j["outcome"]]
-          for j in losing]
-    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header), *("| " + " | ".join(r) + " |" for r in md), ""]
-    return lines
-
-
-# --- the train/test split ------------------------------------------------------------------------
-
-def split_spread_lines(spread: Mapping[str, Any] | None, split_seed: int) -> list[str]:
-    """Markdown stating that the CIs are conditional on one train/test split, with the measured
-    split-to-split spread of representative cells (``benchmarks/bench_split_spread.py``'s JSON:
-    per cell and metric the seed mean ± 95% CI on the configured split and the standard deviation
-    of the seed mean across splits) when available."""
-    lines = ["### The train/test split is fixed", "",
-             "The sweep seeds re-draw each mechanism's noise (and, for DC and anchor noise, the records dealt to the "
-             f"parties), not the train/test split: `prepare` draws it once from `seed: {split_seed}` of `params.yaml`. "
-             "Every 95% CI and every verdict above is therefore conditional on that one split.", ""]
-    cells = list((spread or {}).get("cells", []))
-    if not cells:
-        return lines + ["The split-to-split spread has not been measured here: run "
-                        "`python benchmarks/bench_split_spread.py` (writes `bench/split_spread.json`).", ""]
-    k = len(cells[0]["per_split"])
-    lines += [f"Measured on {k} split seeds with everything else as configured (`bench/split_spread.json`); where "
-              "the spread across splits is comparable with the CI over seeds, a difference of that size can come "
-              "from the split alone. *Of which the split alone*: the between-split standard deviation once each "
-              "split's own seed noise is removed (one-way random-effects estimate, max(0, SD² − s²_within/n)):", ""]
-    header = ["cell", "metric", f"mean ± 95% CI over seeds (split {split_seed})", f"SD of the mean across {k} splits",
-              "of which the split alone", "range across splits"]
-    md = [[f"{c['sweep']}/{c['cell']}", c["metric"], f"{c['seed_mean']:.4g} ± {c['seed_ci95']:.2g}", f"{c['split_sd']:.2g}",
-           f"{c['split_component_sd']:.2g}" if "split_component_sd" in c else "—",
-           f"{c['split_range'][0]:.4g} – {c['split_range'][1]:.4g}"] for c in cells]
-    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header), *("| " + " | ".join(r) + " |" for r in md), ""]
-    return lines
