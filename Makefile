@@ -89,7 +89,7 @@ data:
 	  "or put the four Fashion-MNIST IDX files (train-images-idx3-ubyte.gz, ...) in data/raw/fashion_mnist/" >&2; exit 1; fi
 
 # The papers' settings on real data (params.paper.yaml) into runs/paper/, one sweep at a time, each
-# sweep's CPU hours into runs/paper/cpu.json (tasks/paper_reproduce.py); hours on 2 cores. A rerun
+# sweep's CPU hours into runs/paper/cpu.json (flows/paper_reproduce.py); hours on 2 cores. A rerun
 # continues where an interrupted one stopped (finished cells are reused). FAMILIES="dc anchornoise"
 # or SWEEPS="paper-dc-fmnist-rq4 …" select sweeps (default: all); WORKERS=N local Dask processes;
 # DASK_ADDRESS=tcp://host:8786 sends the cells to an existing Dask cluster.
@@ -98,7 +98,7 @@ DASK_ADDRESS ?=
 FAMILIES ?=
 SWEEPS ?=
 reproduce: $(STAMP) data
-	$(BIN)/python -m tasks.paper_reproduce --params params.paper.yaml --root runs/paper --workers $(WORKERS) \
+	$(BIN)/python -m flows.paper_reproduce --params params.paper.yaml --root runs/paper --workers $(WORKERS) \
 	  $(foreach f,$(FAMILIES),--family $(f)) $(foreach s,$(SWEEPS),--sweep $(s)) \
 	  $(if $(DASK_ADDRESS),--dask-address $(DASK_ADDRESS))
 

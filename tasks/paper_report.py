@@ -3,7 +3,7 @@
 ``python -m tasks.paper_report [--root runs/paper] [--params params.paper.yaml] [--out reports/paper/index.md]
 [--reduced-root runs/paper-reduced]`` reads the evaluated cells of ``make reproduce``
 (``<root>/reports/sweeps/<sweep>/cells/*.json``) and the CPU time of its runs (``<root>/cpu.json``,
-:mod:`tasks.paper_reproduce`) and writes, for DC, anchor noise and ScoreShield:
+:mod:`flows.paper_reproduce`) and writes, for DC, anchor noise and ScoreShield:
 
 * the paper's table or numbers (labelled as the paper's) beside ours, each of ours the mean ± the
   95 % t half-width over its seeds (count in brackets), with the data-free references;
@@ -44,6 +44,8 @@ DC_TABLE5: dict[tuple[int, str], tuple[Any, ...]] = {
     (64, "umap"): ((.575, .007), (.609, .007), (.617, .006), (.189, .021), "LR"),
 }
 DC_TRIALS = 30
+#: The CPU record of ``make reproduce`` in its root (:mod:`flows.paper_reproduce`).
+CPU_FILE = "cpu.json"
 #: Tolerance of "ours reproduces the paper's number": an accuracy within ±0.05 of it.
 TOLERANCE = 0.05
 OBFUSCATION = {"pca": "PCA", "kpca": "K-PCA", "umap": "UMAP", "random": "random (data-free)"}
@@ -238,9 +240,33 @@ def anchornoise_section(rows: list[dict[str, Any]]) -> list[str]:
     return out + [""]
 
 
-def scoreshield_section(rows: list[dict[str, Any]]) -> list[str]:
+def _mean_half(values: list[float]) -> tuple[float | None, float]:
+    """(mean, 95 % t half-width) of ``values`` (None, 0 when empty; half-width 0 for one value)."""
+    if not values:
+        return None, 0.0
+    mean = sum(values) / len(values)
+    if len(values) == 1:
+        return mean, 0.0
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
+    return mean, _t975(len(values)) * sd / math.sqrt(len(values))
+
+
+def _slope_row(cells: list[dict[str, Any]], mech: str, ns: list[int], theory: str) -> str:
+    """One mechanism's row: ‖Ĝ − G‖²_F per n and the log-log slope over n fitted per shared seed."""
     from tasks.report.frontier import loglog_slope
 
+    mc = {r["params"]["n_records"]: r for r in cells if r["params"]["mechanism"] == mech}
+    seeds = set.intersection(*(set(r.get("per_seed") or {}) for r in mc.values())) if mc else set()
+    n_sorted = sorted(mc)
+    fits = (loglog_slope(n_sorted, [mc[n]["per_seed"][s]["risk_frobenius_sq"] for n in n_sorted]) for s in sorted(seeds))
+    slopes = [f[0] for f in fits if f]
+    mean, half = _mean_half(slopes)
+    slope_txt = "—" if mean is None else f"{mean:.3f} ± {half:.3f} ({len(slopes)})"
+    return (f"| {mech} | " + " | ".join(fmt(stat(mc.get(n), "risk_frobenius_sq"), 1) for n in ns)
+            + f" | {theory} | {slope_txt} |")
+
+
+def scoreshield_section(rows: list[dict[str, Any]]) -> list[str]:
     out = ["Paper: record adjacency takes the noisy Gram's squared Frobenius risk from Θ(n³) to Θ(n²) for the exact "
            "projection; output adjacency from Θ(n²) to O(n^1.5) (spec §4.3; the paper's figures' numbers are lost). "
            "Ours: ‖Ĝ − G‖²_F at ε = 8, δ = 1e-5, mean ± 95 % half-width (seeds), and the log-log slope over n fitted "
@@ -251,24 +277,24 @@ def scoreshield_section(rows: list[dict[str, Any]]) -> list[str]:
         ns = sorted({r["params"]["n_records"] for r in cells})
         out += [f"#### {label}", "", "| mechanism | " + " | ".join(f"n = {n:,}" for n in ns) + " | slope (paper) | slope (ours) |",
                 "|---|" + "---|" * (len(ns) + 2)]
-        for mech in ("noisy", "newton", "identity_noise"):
-            mc = {r["params"]["n_records"]: r for r in cells if r["params"]["mechanism"] == mech}
-            seeds = set.intersection(*(set(r.get("per_seed") or {}) for r in mc.values())) if mc else set()
-            slopes = [f[0] for s in sorted(seeds)
-                      if (f := loglog_slope([n for n in sorted(mc)], [mc[n]["per_seed"][s]["risk_frobenius_sq"] for n in sorted(mc)]))]
-            mean = sum(slopes) / len(slopes) if slopes else None
-            half = (_t975(len(slopes)) * math.sqrt(sum((v - mean) ** 2 for v in slopes) / (len(slopes) - 1)) / math.sqrt(len(slopes))
-                    if len(slopes) > 1 else 0.0)
-            slope_txt = "—" if mean is None else f"{mean:.3f} ± {half:.3f} ({len(slopes)})"
-            out.append(f"| {mech} | " + " | ".join(fmt(stat(mc.get(n), "risk_frobenius_sq"), 1) for n in ns) +
-                       f" | {theory.get(mech, '— (data-free)')} | {slope_txt} |")
+        out += [_slope_row(cells, mech, ns, theory.get(mech, "— (data-free)")) for mech in ("noisy", "newton", "identity_noise")]
         out.append("")
     return out
 
 
-def cpu_lines(root: Path, cfg: Any) -> list[str]:
-    from tasks.paper_reproduce import cpu_hours
+def cpu_hours(root: Path) -> dict[str, dict[str, float]]:
+    """Sweep → {cpu_h, wall_h, runs} summed over the records of ``<root>/cpu.json`` (CPU unknown: NaN)."""
+    path = Path(root) / CPU_FILE
+    out: dict[str, dict[str, float]] = {}
+    for entry in json.loads(path.read_text()) if path.is_file() else []:
+        s = out.setdefault(entry["sweep"], {"cpu_h": 0.0, "wall_h": 0.0, "runs": 0})
+        s["cpu_h"] += float("nan") if entry["cpu_s"] is None else entry["cpu_s"] / 3600
+        s["wall_h"] += entry["wall_s"] / 3600
+        s["runs"] += 1
+    return out
 
+
+def cpu_lines(root: Path, cfg: Any) -> list[str]:
     hours = cpu_hours(root)
     out = ["| sweep | family | cells × seeds | CPU h (all runs) | wall h | runs |", "|---|---|---|---|---|---|"]
     for family, sweeps in SWEEPS.items():

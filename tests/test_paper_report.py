@@ -1,5 +1,5 @@
 """reports/paper/index.md from a make-reproduce root (tasks/paper_report.py) and the run's CPU record
-(tasks/paper_reproduce.py), on synthetic evaluated cells whose answers are known."""
+(flows/paper_reproduce.py), on synthetic evaluated cells whose answers are known."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tasks.paper_report import DC_TABLE5, build
-from tasks.paper_reproduce import cpu_hours, record_run, selected_sweeps
+from tasks.paper_report import DC_TABLE5, build, cpu_hours
+from flows.paper_reproduce import record_run, selected_sweeps
 from tasks.sweep import summarise
 from veilbench.io import write_sealed_json
 
@@ -113,7 +113,7 @@ def test_reproduce_measures_the_cpu_time_of_the_child_and_its_children(tmp_path:
     """CPU time spent in a grandchild process counts (the Dask workers are the benchmark's children)."""
     import sys
 
-    from tasks.paper_reproduce import run_measured
+    from flows.paper_reproduce import run_measured
 
     burn = "import time; t = time.process_time()\nwhile time.process_time() - t < 0.6: pass"
     code = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {burn!r}], check=True)"

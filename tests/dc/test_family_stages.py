@@ -223,7 +223,7 @@ def test_n_test_scores_a_seeded_subset_of_the_test_split(digits_inputs):
     whole = family.release(digits_inputs, family.Params(**FAST), 4).arrays
     assert np.array_equal(whole["test_index"], np.arange(m)) and whole["ir_test"].shape[1] == m
     # the subset is what integrate maps and evaluate scores: its labels are the subset's
-    integ = family.integrate({**digits_inputs, "release": rel.arrays}, params, 4).arrays
+    integ = family.integrate({**digits_inputs, "release": rel.arrays}, params, 4).saved_arrays()
     y_sub = digits_inputs["prepare"]["y_test"][rel.arrays["test_index"]]
     assert np.array_equal(integ["xfam_utility_y_test"], np.tile(y_sub, 4))
     with pytest.raises(ValidationError, match="n_test"):

@@ -358,6 +358,7 @@ def integrate(inputs: StageInputs, params: Params, seed: int) -> StageOutput:
     timings = {"cost_fit_seconds": t1 - t0, "cost_transform_seconds_per_record": (t2 - t1) / max(n_test_rows, 1)}
     if isinstance(integrator, NKI):  # CPU seconds of each fit step of the paper's Table 1
         timings.update({f"nki_{step}_cpu_seconds": v for step, v in integrator.step_seconds_.items()})
+    y_test = np.asarray(inputs["prepare"]["y_test"]).astype(np.int64)[rel["test_index"]]
     xfam = UtilityArrays(collab_train, rel["y"], collab_test.reshape(-1, collab_test.shape[2]),
                          np.tile(y_test, collab_test.shape[0]))
     return StageOutput(arrays={"collab_train": collab_train, "collab_test": collab_test}, info=info, timings=timings,

@@ -1,6 +1,6 @@
 """``make reproduce``: the sweeps of ``params.paper.yaml`` one at a time, each measured in CPU time.
 
-``python -m tasks.paper_reproduce [--params params.paper.yaml] [--root runs/paper] [--family F]…
+``python -m flows.paper_reproduce [--params params.paper.yaml] [--root runs/paper] [--family F]…
 [--sweep S]… [--workers N] [--dask-address tcp://…]`` runs, under one local Prefect server,
 ``python -m flows.benchmark --params P --root R --sweep S`` for each selected sweep in the params
 file's order (all by default; ``--family``/``--sweep`` select), its cells on a local Dask cluster of
@@ -10,7 +10,7 @@ file's order (all by default; ``--family``/``--sweep`` select), its cells on a l
 workers included (``os.wait4``); ``null`` with an external cluster, whose workers are not ours —
 the exit status, and the cells each stage computed and reused (its ``sweep.json``). A rerun is a
 resume: cells whose input keys are unchanged are reused (:mod:`tasks.sweep`), so a sweep's CPU
-hours are the sum of its records. ``--dry-run`` prints the commands.
+hours are the sum of its records (:func:`tasks.paper_report.cpu_hours`). ``--dry-run`` prints the commands.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-CPU_FILE = "cpu.json"
+from tasks.paper_report import CPU_FILE
 
 
 def selected_sweeps(params: Path, families: list[str], sweeps: list[str]) -> list[str]:
@@ -81,20 +81,8 @@ def record_run(root: Path, entry: dict[str, Any]) -> None:
     tmp.replace(path)
 
 
-def cpu_hours(root: Path) -> dict[str, dict[str, float]]:
-    """Sweep → {cpu_h, wall_h, runs} summed over the records of ``<root>/cpu.json`` (CPU unknown: NaN)."""
-    path = Path(root) / CPU_FILE
-    out: dict[str, dict[str, float]] = {}
-    for entry in json.loads(path.read_text()) if path.is_file() else []:
-        s = out.setdefault(entry["sweep"], {"cpu_h": 0.0, "wall_h": 0.0, "runs": 0})
-        s["cpu_h"] += float("nan") if entry["cpu_s"] is None else entry["cpu_s"] / 3600
-        s["wall_h"] += entry["wall_s"] / 3600
-        s["runs"] += 1
-    return out
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tasks.paper_reproduce", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m flows.paper_reproduce", description=__doc__.splitlines()[0])
     parser.add_argument("--params", default="params.paper.yaml")
     parser.add_argument("--root", default="runs/paper")
     parser.add_argument("--family", action="append", default=[], help="only this family's sweeps (repeatable)")
