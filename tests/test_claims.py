@@ -354,7 +354,7 @@ def test_the_report_runs_after_the_edit_and_marks_the_claim_not_evaluated(tmp_pa
     import shutil
 
     from tasks.report import report
-    from veilbench.io import write_json
+    from veilbench.io import write_sealed_json
 
     raw = _shipped_with_eps16()
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False, allow_unicode=True))
@@ -366,7 +366,7 @@ def test_the_report_runs_after_the_edit_and_marks_the_claim_not_evaluated(tmp_pa
                 "xfam_linkage_advantage": [0.1, 0.2, 0.15]}
         rec = {"dataset": "digits", "method": options["mechanism"], "params": {"family_params": options},
                "summary": _row(cell, **vals)["summary"], "per_seed": _row(cell, **vals)["per_seed"]}
-        write_json(tmp_path / "reports" / "sweeps" / "scoreshield-gram" / "cells" / f"{cell}.json", rec)
+        write_sealed_json(tmp_path / "reports" / "sweeps" / "scoreshield-gram" / "cells" / f"{cell}.json", rec)
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
         out = report(root=tmp_path)

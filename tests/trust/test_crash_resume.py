@@ -104,7 +104,7 @@ def test_killed_sweep_resumes_to_the_uninterrupted_result(populated_root: Path, 
     run_sweep_stage("release", SLOW, root=root)  # the resume: the same stage again (in-process; only the kill needs a process)
 
     sweep = read_json(out / "sweep.json")
-    assert sweep["reused"] == finished, "a cell finished before the kill was recomputed"
+    assert sweep["reused"] == finished, f"a cell finished before the kill was recomputed: {sweep}"
     assert sweep["computed"] == [c for c in CELLS if c not in finished], "an unfinished cell was not recomputed"
     assert not [p for p in out.rglob(".*")], "a temporary (dot-prefixed) leftover remains"
     assert sorted(p.name for p in out.iterdir() if p.is_dir()) == sorted(CELLS)
