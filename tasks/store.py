@@ -25,14 +25,13 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from veilbench.io import (ARRAYS, MANIFEST, SEAL, TIMINGS, bundle_intact, read_json, read_sealed_json,
-                          write_sealed_json)
+                          replacing_dir, write_sealed_json)
 
 STORE_ENV = "VEILBENCH_STORE"
 RECORD = "record.json"
@@ -86,18 +85,6 @@ def _link_or_copy(src: Path, dst: Path) -> None:
         shutil.copy2(src, dst)
 
 
-def _replace_dir(tmp: Path, target: Path) -> None:
-    """Move the finished folder ``tmp`` to ``target``, replacing what is there."""
-    if target.exists():
-        old = target.with_name(f".{target.name}.old")
-        shutil.rmtree(old, ignore_errors=True)
-        target.rename(old)
-        tmp.rename(target)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        tmp.rename(target)
-
-
 def put(store: Path, stage: str, key: str, cell_output: Path, timings: Path | None = None) -> Path:
     """Keep a computed cell output (its bundle folder, or an evaluate record file with its
     ``timings`` sidecar) as the entry of ``key``; returns the entry. An intact existing entry is
@@ -105,9 +92,7 @@ def put(store: Path, stage: str, key: str, cell_output: Path, timings: Path | No
     entry = entry_dir(store, stage, key)
     if lookup(store, stage, key) is not None:
         return entry
-    entry.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=entry.parent, prefix=f".{entry.name}."))
-    try:
+    with replacing_dir(entry) as tmp:
         if stage == "evaluate":
             shutil.copy2(cell_output, tmp / RECORD)
             if timings is not None and timings.is_file():
@@ -117,10 +102,6 @@ def put(store: Path, stage: str, key: str, cell_output: Path, timings: Path | No
             for name in (MANIFEST, TIMINGS):
                 if (cell_output / name).is_file():
                     shutil.copy2(cell_output / name, tmp / name)
-        _replace_dir(tmp, entry)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return entry
 
 
@@ -139,15 +120,9 @@ def materialize(entry: Path, stage: str, target: Path, identity: dict[str, Any],
         return record
     manifest = {k: v for k, v in read_json(entry / MANIFEST).items() if k != SEAL}
     manifest.update(identity)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
-    try:
+    with replacing_dir(target) as tmp:
         _link_or_copy(entry / ARRAYS, tmp / ARRAYS)
         write_sealed_json(tmp / MANIFEST, manifest)
         if (entry / TIMINGS).is_file():
             shutil.copy2(entry / TIMINGS, tmp / TIMINGS)
-        _replace_dir(tmp, target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return manifest

@@ -17,17 +17,14 @@ import numpy as np
 import pytest
 import yaml
 
-from tasks.attack import attack
 from tasks.embed import embed
-from tasks.evaluate import evaluate
-from tasks.integrate import integrate
 from tasks.prepare import prepare
-from tasks.release import release
+from tasks.sweep import run_sweep_stage
 from tests.conftest import tiny_params
 from tests.e2e_root import copy_project
 from veilbench.io import read_bundle, read_json
+from veilbench.stages import STAGES as CELL_STAGES
 
-STAGES = (release, integrate, attack, evaluate)
 DC = {"n_estimators": 20, "attacks": ["lr", "pinv"], "n_anchor": 120, "n_smote_source": 40, "d_tilde": 4}
 METHODS = ["lki", "nki", "mpp"]
 
@@ -49,8 +46,8 @@ def _run_all(root: Path, params: dict, params_name: str = "params.yaml", sweep: 
     path.write_text(yaml.safe_dump(params, sort_keys=False))
     prepare("digits", path, root)
     embed("digits-pca", path, root)
-    for stage in STAGES:
-        stage(sweep, path, root)
+    for stage in CELL_STAGES:
+        run_sweep_stage(stage, sweep, path, root)
 
 
 @pytest.fixture(scope="module")
@@ -144,7 +141,7 @@ def test_a_damaged_store_entry_is_recomputed_not_copied(dc_run: Path) -> None:
         path.unlink()
     (entry / "arrays.npz").write_bytes(b"damaged")
     assert lookup(store_dir(dc_run), "release", key) is None
-    release("dcs", root=dc_run)
+    run_sweep_stage("release", "dcs", root=dc_run)
     record = _sweep_record(dc_run, "release")
     assert len(record["computed"]) == 1 and len(record["reused"]) == 2
     assert lookup(store_dir(dc_run), "release", key) is not None, "the recomputed output replaced the damaged entry"

@@ -40,7 +40,8 @@ import shutil
 import tempfile
 import zipfile
 import zlib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -118,6 +119,31 @@ def read_json(path: str | Path) -> Any:
         return json.load(fh)
 
 
+@contextmanager
+def replacing_dir(target: str | Path) -> Iterator[Path]:
+    """A new empty folder beside ``target`` (mode as a new folder's) to fill in the ``with`` body; on
+    a clean exit it replaces ``target`` (the old folder renamed aside first, then removed: a reader
+    finds the old folder or the new one, never a mix); on an exception it is removed and ``target``
+    is left as it was."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
+    try:
+        tmp.chmod(default_mode(directory=True))
+        yield tmp
+        if target.exists():
+            old = target.with_name(f".{target.name}.old")
+            shutil.rmtree(old, ignore_errors=True)
+            target.rename(old)
+            tmp.rename(target)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            tmp.rename(target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
 def write_bundle(
     directory: str | Path,
     arrays: Mapping[str, np.ndarray],
@@ -139,9 +165,7 @@ def write_bundle(
     full_manifest["shapes"] = {k: list(v.shape) for k, v in clean.items()}
     full_manifest["dtypes"] = {k: str(v.dtype) for k, v in clean.items()}
     full_manifest["aliases"] = aliases
-    tmp = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}."))
-    try:
-        tmp.chmod(default_mode(directory=True))
+    with replacing_dir(directory) as tmp:
         np.savez(tmp / ARRAYS, **stored)
         full_manifest["arrays_sha256"] = file_sha256(tmp / ARRAYS)
         full_manifest.pop(SEAL, None)
@@ -149,17 +173,6 @@ def write_bundle(
         (tmp / MANIFEST).write_text(json.dumps(_jsonable(full_manifest), indent=2, sort_keys=True) + "\n")
         if timings is not None:
             (tmp / TIMINGS).write_text(json.dumps(_jsonable(timings), indent=2, sort_keys=True) + "\n")
-        if directory.exists():
-            old = directory.with_name(f".{directory.name}.old")
-            shutil.rmtree(old, ignore_errors=True)
-            directory.rename(old)
-            tmp.rename(directory)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            tmp.rename(directory)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return directory
 
 

@@ -64,6 +64,19 @@ def clip_by_norm(delta: np.ndarray, clip: float) -> np.ndarray:
     return delta * np.minimum(1.0, clip / np.maximum(norms, 1e-300))[:, None]
 
 
+def clipped_mean_and_noise(global_params: np.ndarray, local: np.ndarray, weights: np.ndarray, clip: float,
+                           sigma: float, rng: np.random.Generator, draws: int) -> tuple[np.ndarray, np.ndarray]:
+    """The DP-FedAvg server step's two parts (the step is their sum, :func:`dp_fedavg`; the simulator
+    keeps the noise for the white-box audit): :math:`\\theta + \\sum_i p_i \\mathrm{clip}(\\Delta_i)` ``(P,)``
+    and ``draws`` rows of :math:`\\xi \\sim N(0, (\\sigma/C)^2 I)` ``(draws, P)`` from ``rng``."""
+    g, loc, w = _check(global_params, local, weights)
+    clip = check_in_range(clip, "clip", 0.0, None, low_inclusive=False)
+    sigma = check_in_range(sigma, "sigma", 0.0, None)
+    delta = clip_by_norm(loc - g[None, :], clip)
+    noise = rng.normal(0.0, sigma / loc.shape[0], size=(draws, g.shape[0]))
+    return g + w @ delta, noise
+
+
 def dp_fedavg(
     global_params: np.ndarray,
     local: np.ndarray,
@@ -80,29 +93,8 @@ def dp_fedavg(
     :math:`\\theta + \\sum_i p_i \\Delta_i` once, plus a fresh :math:`\\xi_k` per row, drawn from ``rng`` in
     the order of n successive one-step calls, so row k is bit for bit the k-th of them (the audit's
     many rounds of one step)."""
-    g, loc, w = _check(global_params, local, weights)
-    clip = check_in_range(clip, "clip", 0.0, None, low_inclusive=False)
-    sigma = check_in_range(sigma, "sigma", 0.0, None)
     draws = 1 if n_draws is None else int(check_in_range(n_draws, "n_draws", 1, None))
-    delta = clip_by_norm(loc - g[None, :], clip)
-    noise = rng.normal(0.0, sigma / loc.shape[0], size=(draws, g.shape[0]))
-    steps = (g + w @ delta)[None, :] + noise
+    mean, noise = clipped_mean_and_noise(global_params, local, weights, clip, sigma, rng, draws)
+    steps = mean[None, :] + noise
     return steps[0] if n_draws is None else steps
 
-
-def dp_fedavg_with_noise(
-    global_params: np.ndarray,
-    local: np.ndarray,
-    weights: np.ndarray,
-    clip: float,
-    sigma: float,
-    rng: np.random.Generator,
-) -> tuple[np.ndarray, np.ndarray]:
-    """One :func:`dp_fedavg` step and the noise :math:`\\xi` it added: ``(step (P,), xi (P,))``, the step
-    bit for bit :func:`dp_fedavg`'s (same draws from ``rng``)."""
-    g, loc, w = _check(global_params, local, weights)
-    clip = check_in_range(clip, "clip", 0.0, None, low_inclusive=False)
-    sigma = check_in_range(sigma, "sigma", 0.0, None)
-    delta = clip_by_norm(loc - g[None, :], clip)
-    noise = rng.normal(0.0, sigma / loc.shape[0], size=(1, g.shape[0]))
-    return ((g + w @ delta)[None, :] + noise)[0], noise[0]

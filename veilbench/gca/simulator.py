@@ -184,7 +184,9 @@ def aggregate(method: str, global_vec: np.ndarray, local: np.ndarray, weights: n
     if method == "fednova":
         return aggregation.fednova(global_vec, local, weights, steps.astype(np.float64)), None
     if method == "dpfedavg":
-        return aggregation.dp_fedavg_with_noise(global_vec, local, weights, cfg.dp_clip, cfg.dp_sigma, noise_rng)
+        mean, noise = aggregation.clipped_mean_and_noise(global_vec, local, weights, cfg.dp_clip, cfg.dp_sigma,
+                                                         noise_rng, 1)
+        return mean + noise[0], noise[0]
     if method in ("fedavg", "fedprox"):
         return aggregation.fedavg(global_vec, local, weights), None
     raise ValidationError(f"method: must be one of {PARAMETER_SHARING}, got {method!r}")
