@@ -321,8 +321,16 @@ def claim_lines(records: list[dict[str, Any]], family: str) -> list[str]:
 
 
 def gca_section(out_path: Path, reduced_root: Path | None) -> list[str]:
-    """GCA's section: a reduced cell of ``reduced_root`` (``timings.json`` of :mod:`flows.paper_reduced`)
-    when there is one, else the ``## gca`` section of the file at ``out_path``, unchanged."""
+    """GCA's section: a pointer to ``gca.md`` beside ``out_path`` (:mod:`tasks.paper_gca_report`: the
+    FMNIST pair at the paper's setting and the tabular stand-ins) with its verdict lines, when it is
+    there; else a reduced cell of ``reduced_root`` (``timings.json`` of :mod:`flows.paper_reduced`)
+    when there is one; else the ``## gca`` section of the file at ``out_path``, unchanged."""
+    gca_md = out_path.parent / "gca.md"
+    if gca_md.is_file():
+        claims = [line for line in gca_md.read_text().splitlines() if line.startswith("**The paper's claim")]
+        return ["## gca", "", "GCA's runs (Fashion-MNIST pair 2/8 at the paper's setting, resumable, and the tabular "
+                "stand-ins) and their verdicts are in [gca.md](gca.md), written by `python -m tasks.paper_gca_report`.",
+                "", *claims, ""]
     timings = reduced_root / "timings.json" if reduced_root else None
     if timings is not None and timings.is_file() and "gca" in json.loads(timings.read_text()):
         t = json.loads(timings.read_text())["gca"]

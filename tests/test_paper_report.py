@@ -90,6 +90,14 @@ def test_gca_section_is_kept_from_the_previous_report(root: Path, tmp_path: Path
     assert "GCA text kept." in gca and "| gca | estimate row |" in gca and "old dc text" not in text
 
 
+def test_gca_section_points_to_gca_md_when_it_is_there(root: Path, tmp_path: Path) -> None:
+    (tmp_path / "gca.md").write_text("## GCA\n\n**The paper's claim on this pair, at R = 10**: measured.\n")
+    (tmp_path / "index.md").write_text("## gca\n\nold GCA text (reduced)\n")
+    gca = build(root, PARAMS, tmp_path / "index.md").split("## gca")[1]
+    assert "[gca.md](gca.md)" in gca and "**The paper's claim on this pair, at R = 10**" in gca
+    assert "old GCA text" not in gca
+
+
 def test_cpu_hours_sum_runs_and_unknown_cpu_is_nan(tmp_path: Path) -> None:
     record_run(tmp_path, {"sweep": "s", "started": 0, "wall_s": 7200, "cpu_s": None, "exit": 0})
     record_run(tmp_path, {"sweep": "t", "started": 0, "wall_s": 360, "cpu_s": 720, "exit": 0})
