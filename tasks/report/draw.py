@@ -9,6 +9,7 @@ curves take the palette's colours in turn and distinct markers, references follo
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from typing import Any
 
@@ -43,8 +44,12 @@ def _reference(ax: Any, line: Line, color: str) -> Any:
     return draw(line.value, color=color, label=line.label, **REFERENCE_STYLE)
 
 
+#: An x-axis label longer than this is wrapped: one line of it then fits under the axes' width.
+X_LABEL_WIDTH = 90
+
+
 def _name_axes(ax: Any, axes: Axes) -> None:
-    ax.set_xlabel(axes.x_label, fontsize=8)
+    ax.set_xlabel("\n".join(textwrap.wrap(axes.x_label, X_LABEL_WIDTH)) if axes.x_label else axes.x_label, fontsize=8)
     ax.set_ylabel(axes.y_label, fontsize=8)
     ax.set_title(axes.title, fontsize=9)
     ax.grid(True, alpha=0.3)
