@@ -273,8 +273,12 @@ def tabular_section(root: Path, sweep: str) -> list[str]:
     per = {m: v for m, v in per.items() if v}
     if "gca" not in per:
         return [f"### `{sweep}`", "", "_Not run yet._", ""]
+    from tasks.paper_report import cpu_hours
+
     n = len(per["gca"])
-    lines = [f"### `{sweep}`: {n} seeds, every method", "",
+    cpu = cpu_hours(root).get(sweep)
+    cpu_txt = f"; {cpu['cpu_h']:.2f} CPU h for the sweep (`cpu.json`)" if cpu else ""
+    lines = [f"### `{sweep}`: {n} seeds, every method{cpu_txt}", "",
              "| method | " + " | ".join(TABULAR_METRICS) + " |", "|---|" + "---|" * len(TABULAR_METRICS)]
     for m, seeds in per.items():
         lines.append(f"| {m} | " + " | ".join(_ci([s.get(k, math.nan) for s in seeds.values()])
