@@ -69,7 +69,9 @@ def _checkpoint(root: Path, sweep: str, cell: str) -> dict[str, Any] | None:
         saved = RoundCheckpoints(folder).load()
         if saved is not None:
             return {"seed": int(folder.name[4:]), "round": saved[0], "curve": np.asarray(saved[1]["curve"]),
-                    "cpu_seconds": float(saved[1].get("_cpu_seconds", math.nan))}
+                    "cpu_seconds": float(saved[1].get("_cpu_seconds", math.nan)),
+                    # saved before the clock was named (one thread's CPU time), or resumed from such a save
+                    "cpu_partial": "_cpu_clock" not in saved[1] or bool(saved[1].get("_cpu_partial"))}
     return None
 
 
@@ -93,15 +95,23 @@ def cells(root: Path, sweep: str, planned_rounds: int) -> dict[str, list[dict[st
                     row["accuracy_paper"] = float(acc[: row["rounds"] * ppr].max())
                 rows.append({"seed": int(seed), "status": "done", "rounds": int(metrics["utility_rounds"]),
                              "metrics": metrics, "trend": curve_rows,
-                             "cpu_seconds": float(timings.get(seed, {}).get("cpu_seconds", math.nan))})
+                             "cpu_seconds": float(timings.get(seed, {}).get("cpu_seconds", math.nan)),
+                             "cpu_partial": bool(timings.get(seed, {}).get("cpu_partial", 0.0))})
             out[method] = rows
             continue
         ckpt = _checkpoint(root, sweep, cell)
         if ckpt is not None:
             done, trend = _curve_trend(ckpt["curve"])
             out[method] = [{"seed": ckpt["seed"], "status": f"running, round {done} of {planned_rounds}",
-                            "rounds": done, "metrics": {}, "trend": trend, "cpu_seconds": ckpt["cpu_seconds"]}]
+                            "rounds": done, "metrics": {}, "trend": trend, "cpu_seconds": ckpt["cpu_seconds"],
+                            "cpu_partial": ckpt["cpu_partial"]}]
     return out
+
+
+def _cpu_h(row: dict[str, Any]) -> str:
+    """A cell's CPU hours; a lower bound, so marked, when its count left some threads out."""
+    hours = _f(row["cpu_seconds"] / 3600, 2)
+    return f"≥ {hours} (one thread's)" if row.get("cpu_partial") and hours != "—" else hours
 
 
 def _f(x: float | None, digits: int = 3) -> str:
@@ -129,7 +139,9 @@ def section(root: Path, sweep: str, params: dict[str, Any]) -> list[str]:
              f"(GMM {opts['covariance_type']}, {opts['gmm_n_init']} inits), the attack's {opts['attack_starts']} "
              f"starts × {opts['attack_max_steps']} steps; evaluation pool split per seed into validation and test "
              "halves. Seeds and rounds are those run; CPU h is the release stage's measured CPU time (training and "
-             "every evaluation), the attack's not included.", ""]
+             "every evaluation), the attack's not included; *≥ … (one thread's)* marks a count of the run's main "
+             "thread only, its client threads' training left out (rounds saved before the clock counted them): a "
+             "lower bound.", ""]
     if not found:
         return lines + ["_Nothing run yet for this sweep._", ""]
     head = ("| method | seed | status | rounds | test ROC AUC (val-selected) | test accuracy % (val-selected) | "
@@ -151,7 +163,7 @@ def section(root: Path, sweep: str, params: dict[str, Any]) -> list[str]:
             lines.append(
                 f"| {method} | {row['seed']} | {row['status']} | {row['rounds']} | {_f(auc)} | {_pct(acc)} | "
                 f"{_pct(paper_acc)} | {_f(m.get('utility_roc_auc_final'))} | {ntmse} | {dcos} | "
-                f"{_f(row['cpu_seconds'] / 3600, 2)} | {_pm(PAPER_ACCURACY.get(method))} | "
+                f"{_cpu_h(row)} | {_pm(PAPER_ACCURACY.get(method))} | "
                 f"{'—' if attack is None else _pm(attack[0], 3) + ' / ' + _pm(attack[1], 3)} |")
     lines += [""]
     lines += trend_table(found)

@@ -36,10 +36,12 @@ def test_running_cells_are_read_from_their_checkpoints(tmp_path):
     base = tmp_path / "data" / "checkpoints" / "release" / sweep
     gca = _curve(3, 2, [0.5, 0.6, 0.62, 0.64, 0.66, 0.7], [0.6, 0.7, 0.72, 0.74, 0.76, 0.8])
     fedavg = _curve(2, 1, [0.55, 0.65], [0.65, 0.75])
-    RoundCheckpoints(base / "method=gca" / "k" / "seed100").save(3, {"curve": gca, "_cpu_seconds": 7200.0})
-    RoundCheckpoints(base / "method=fedavg" / "k" / "seed100").save(2, {"curve": fedavg, "_cpu_seconds": 3600.0})
+    RoundCheckpoints(base / "method=gca" / "k" / "seed100").save(3, {"curve": gca, "_cpu_seconds": 7200.0,
+                                                                        "_cpu_clock": "process", "_cpu_partial": False})
+    RoundCheckpoints(base / "method=fedavg" / "k" / "seed100").save(2, {"curve": fedavg, "_cpu_seconds": 3600.0})  # clock unnamed
     text = "\n".join(section(tmp_path, sweep, PARAMS))
     assert "| gca | 100 | running, round 3 of 100 | 3 |" in text and "| 2.00 |" in text
+    assert "| ≥ 1.00 (one thread's) |" in text, "a count saved by a one-thread clock is a lower bound"
     assert "| fedavg | 100 | running, round 2 of 100 | 2 |" in text
     assert "at R = 2 (both cells still running" in text  # compared where both have got to
     # R' = 2: GCA's validation pick is point 4 (test AUC 0.73), FedAvg's point 2 (0.74)

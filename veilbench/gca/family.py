@@ -210,24 +210,33 @@ def _formula_bytes(data: FederatedData, params: Params) -> tuple[int, int]:
 
 
 class _ClockedCheckpoints:
-    """A run's checkpoints that also carry the CPU seconds of this thread spent on the run so far, so a
-    resumed run reports the CPU time of all its sessions (``cpu_seconds``)."""
+    """A run's checkpoints that also carry the CPU seconds spent on the run so far, so a resumed run
+    reports the CPU time of all its sessions (``cpu_seconds``). The clock is this thread's CPU time,
+    or with ``client_threads`` > 1 the process's (the client threads' work included; a process then
+    runs one such cell at a time, as the Dask workers do). ``_cpu_partial`` in a checkpoint marks a
+    count that left some of the run's threads out (a run resumed from one saved by a one-thread clock
+    while its clients trained on several threads)."""
 
-    def __init__(self, inner) -> None:
-        self.inner, self.carried, self.t0 = inner, 0.0, time.thread_time()
+    def __init__(self, inner, threads: int = 1) -> None:
+        self.clock = time.process_time if threads > 1 else time.thread_time
+        self.inner, self.carried, self.partial, self.t0 = inner, 0.0, False, self.clock()
+        self.name = "process" if threads > 1 else "thread"
 
     def load(self):
         saved = self.inner.load() if self.inner is not None else None
         if saved is not None:
             self.carried = float(saved[1].pop("_cpu_seconds", 0.0))
+            clock = saved[1].pop("_cpu_clock", "thread")
+            self.partial = bool(saved[1].pop("_cpu_partial", False)) or (clock != self.name and self.name == "process")
         return saved
 
     def save(self, round_: int, state: dict) -> None:
         if self.inner is not None:
-            self.inner.save(round_, {**state, "_cpu_seconds": self.cpu_seconds()})
+            self.inner.save(round_, {**state, "_cpu_seconds": self.cpu_seconds(), "_cpu_clock": self.name,
+                                     "_cpu_partial": self.partial})
 
     def cpu_seconds(self) -> float:
-        return self.carried + time.thread_time() - self.t0
+        return self.carried + self.clock() - self.t0
 
 
 def release(inputs: StageInputs, params: Params, seed: int, checkpoints=None) -> StageOutput:
@@ -235,10 +244,11 @@ def release(inputs: StageInputs, params: Params, seed: int, checkpoints=None) ->
 
     ``checkpoints``: a :class:`~veilbench.checkpoints.RoundCheckpoints` of this cell and seed (the
     pipeline's), saved after every round and resumed from. ``timings["cpu_seconds"]``: the CPU time
-    of the federation's training and evaluation, over every session of a resumed run."""
+    of the federation's training and evaluation, over every session of a resumed run;
+    ``timings["cpu_partial"]`` 1 when that count left some of its threads out (:class:`_ClockedCheckpoints`)."""
     data = _data(inputs, params, seed)
     cfg = params.fed_config()
-    clock = _ClockedCheckpoints(checkpoints)
+    clock = _ClockedCheckpoints(checkpoints, params.client_threads)
     res = run_protocol(params.method, data.federation, cfg, seed, checkpoints=clock, engine=params.engine)
     cpu_seconds = clock.cpu_seconds()
     formula = _formula_bytes(data, params)
@@ -278,7 +288,7 @@ def release(inputs: StageInputs, params: Params, seed: int, checkpoints=None) ->
         "lr_step_unit": params.lr_step_unit, "client_init": params.client_init, "device": cfg.device,
         "n_validation": int(data.federation.y_val.size), **res.info,
     }
-    return StageOutput(arrays=arrays, metrics=metrics, info=info, timings={"cpu_seconds": cpu_seconds}, ledger=ledger,
+    return StageOutput(arrays=arrays, metrics=metrics, info=info, timings={"cpu_seconds": cpu_seconds, "cpu_partial": float(clock.partial)}, ledger=ledger,
                        crossfamily=xfam_arrays(data, res, seed) if params.crossfamily else None)
 
 
