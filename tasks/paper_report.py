@@ -303,6 +303,10 @@ def cpu_lines(root: Path, cfg: Any) -> list[str]:
             n = len(cfg.sweeps[sweep].expand()) * len(cfg.sweeps[sweep].seeds) if sweep in cfg.sweeps else 0
             out.append(f"| {sweep} | {family} | {n} | " + ("— | — | 0 |" if h is None else
                        f"{h['cpu_h']:.2f} | {h['wall_h']:.2f} | {h['runs']} |"))
+    not_run = [s for sweeps in SWEEPS.values() for s in sweeps if s not in hours]
+    if not_run:
+        out += ["", f"**Not run in this root:** {', '.join(f'`{s}`' for s in not_run)}. Their tables show — and the "
+                "claims that need them are not judged (*not run*); `make reproduce SWEEPS=…` runs them (resumable)."]
     return out
 
 

@@ -66,6 +66,8 @@ def test_report_shows_the_papers_numbers_beside_ours_with_verdicts(root: Path, t
     slope = next(line for line in text.splitlines() if line.startswith("| noisy |"))
     assert "| 3 | 3.000 ± 0.000 (5) |" in slope
     assert "| paper-anchornoise-fmnist-v | anchornoise | 160 | 2.00 | 2.00 | 2 |" in text, "CPU h summed over runs"
+    not_run = next(line for line in text.splitlines() if line.startswith("**Not run in this root:**"))
+    assert "`paper-dc-fmnist-anchors`" in not_run and "paper-anchornoise-fmnist-v" not in not_run
     before_gca = text.split("## gca")[0].lower()
     assert "reduced" not in before_gca
     for family in ("## dc:", "## anchornoise:", "## scoreshield:"):
