@@ -46,6 +46,23 @@ PAPER_ATTACK = {"gca": ((13.940, 1.236), (-1.003, 0.101)), "fedavg": ((5.007, 0.
 PAPER_GAIN, CLAIM_BOUND = 0.0576, -0.0092
 TREND = (1, 2, 5, 10, 25, 50, 100)
 ORDER = ("gca", "fedavg", "fedprox", "fednova", "dpfedavg", "single", "centralized")
+#: how each per-pair verdict block of ``gca.md`` begins (:func:`claim_blocks` reads them back)
+CLAIM_HEADING = "**The paper's claim"
+
+
+def claim_blocks(text: str) -> list[str]:
+    """The per-pair verdict blocks of a ``gca.md`` this module wrote: each line beginning with
+    :data:`CLAIM_HEADING` and the ``- `` bullets that follow it (blank lines between them kept)."""
+    out: list[str] = []
+    inside = False
+    for line in text.splitlines():
+        if line.startswith(CLAIM_HEADING):
+            inside = True
+        elif inside and line and not line.startswith("- "):
+            inside = False
+        if inside:
+            out.append(line)
+    return out
 
 
 def _curve_trend(curve: np.ndarray, rounds: tuple[int, ...] = TREND) -> tuple[int, list[dict[str, float]]]:
@@ -208,7 +225,7 @@ def verdict(found: dict[str, list[dict[str, Any]]], points_per_round: int) -> li
     finished = g["status"] == f["status"] == "done"
     held = {k: v >= CLAIM_BOUND for k, v in rel.items()}
     scope = (f"at R = {at}" + ("" if finished else " (both cells still running: the paper's R = 100 is not reached)"))
-    lines = [f"**The paper's claim on this pair, {scope}, one seed** (no seed-level interval: a verdict needs the "
+    lines = [f"{CLAIM_HEADING} on this pair, {scope}, one seed** (no seed-level interval: a verdict needs the "
              "three pairs' seeds; these are the measured differences):", ""]
     for key, label in (("roc_auc", "test ROC AUC at the validation-selected checkpoint"),
                        ("accuracy", "test accuracy at the validation-selected checkpoint"),

@@ -29,6 +29,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tasks.paper_gca_report import claim_blocks
+
 #: The paper's Table 5 (data-collaboration spec §7.3), Fashion-MNIST rows: (d̃, DimRed) →
 #: (LKI, NKI, NKI+TSL, reconstruction) as (mean, 95 % half-width) over 30 trials, and the attack
 #: that reached the reconstruction accuracy.
@@ -283,15 +285,33 @@ def scoreshield_section(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def cpu_hours(root: Path) -> dict[str, dict[str, float]]:
-    """Sweep → {cpu_h, wall_h, runs} summed over the records of ``<root>/cpu.json`` (CPU unknown: NaN)."""
+    """Sweep → {cpu_h, wall_h, runs, unmeasured} summed over the records of ``<root>/cpu.json``.
+    A record with ``cpu_s`` null (a Dask cluster's CPU, or a run killed before it could record its
+    own) counts in ``unmeasured``; ``cpu_h`` sums the measured runs, so it is a lower bound when
+    ``unmeasured`` > 0, and NaN when no run was measured."""
     path = Path(root) / CPU_FILE
     out: dict[str, dict[str, float]] = {}
     for entry in json.loads(path.read_text()) if path.is_file() else []:
-        s = out.setdefault(entry["sweep"], {"cpu_h": 0.0, "wall_h": 0.0, "runs": 0})
-        s["cpu_h"] += float("nan") if entry["cpu_s"] is None else entry["cpu_s"] / 3600
+        s = out.setdefault(entry["sweep"], {"cpu_h": 0.0, "wall_h": 0.0, "runs": 0, "unmeasured": 0})
+        if entry["cpu_s"] is None:
+            s["unmeasured"] += 1
+        else:
+            s["cpu_h"] += entry["cpu_s"] / 3600
         s["wall_h"] += entry["wall_s"] / 3600
         s["runs"] += 1
+    for s in out.values():
+        if s["unmeasured"] == s["runs"]:
+            s["cpu_h"] = float("nan")
     return out
+
+
+def cpu_text(h: dict[str, float]) -> str:
+    """A sweep's CPU hours as the report shows them: ``≥`` when some of its runs' CPU was not measured."""
+    if math.isnan(h["cpu_h"]):
+        return "not measured"
+    if h["unmeasured"]:
+        return f"≥ {h['cpu_h']:.2f} ({h['unmeasured']} of {h['runs']} runs not measured)"
+    return f"{h['cpu_h']:.2f}"
 
 
 def cpu_lines(root: Path, cfg: Any) -> list[str]:
@@ -302,11 +322,11 @@ def cpu_lines(root: Path, cfg: Any) -> list[str]:
             h = hours.get(sweep)
             n = len(cfg.sweeps[sweep].expand()) * len(cfg.sweeps[sweep].seeds) if sweep in cfg.sweeps else 0
             out.append(f"| {sweep} | {family} | {n} | " + ("— | — | 0 |" if h is None else
-                       f"{h['cpu_h']:.2f} | {h['wall_h']:.2f} | {h['runs']} |"))
+                       f"{cpu_text(h)} | {h['wall_h']:.2f} | {h['runs']} |"))
     not_run = [s for sweeps in SWEEPS.values() for s in sweeps if s not in hours]
     if not_run:
         out += ["", f"**Not run in this root:** {', '.join(f'`{s}`' for s in not_run)}. Their tables show — and the "
-                "claims that need them are not judged (*not run*); `make reproduce SWEEPS=…` runs them (resumable)."]
+                "claims that need them are not evaluated; `make reproduce SWEEPS=…` runs them (resumable)."]
     return out
 
 
@@ -331,7 +351,7 @@ def gca_section(out_path: Path, reduced_root: Path | None) -> list[str]:
     when there is one; else the ``## gca`` section of the file at ``out_path``, unchanged."""
     gca_md = out_path.parent / "gca.md"
     if gca_md.is_file():
-        claims = [line for line in gca_md.read_text().splitlines() if line.startswith("**The paper's claim")]
+        claims = claim_blocks(gca_md.read_text())
         return ["## gca", "", "GCA's runs (Fashion-MNIST pair 2/8 at the paper's setting, resumable, and the tabular "
                 "stand-ins) and their verdicts are in [gca.md](gca.md), written by `python -m tasks.paper_gca_report`.",
                 "", *claims, ""]

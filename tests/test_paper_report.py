@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tasks.paper_report import DC_TABLE5, build, cpu_hours
+from tasks.paper_report import DC_TABLE5, build, cpu_hours, cpu_text
 from flows.paper_reproduce import record_run, selected_sweeps
 from tasks.sweep import summarise
 from veilbench.io import write_sealed_json
@@ -93,11 +93,13 @@ def test_gca_section_is_kept_from_the_previous_report(root: Path, tmp_path: Path
 
 
 def test_gca_section_points_to_gca_md_when_it_is_there(root: Path, tmp_path: Path) -> None:
-    (tmp_path / "gca.md").write_text("## GCA\n\n**The paper's claim on this pair, at R = 10**: measured.\n")
+    (tmp_path / "gca.md").write_text("## GCA\n\n**The paper's claim on this pair, at R = 10**: measured.\n\n"
+                                     "- test ROC AUC: GCA 0.9 vs FedAvg 0.8\n- accuracy: fails\n\nSelecting on the test set …\n")
     (tmp_path / "index.md").write_text("## gca\n\nold GCA text (reduced)\n")
     gca = build(root, PARAMS, tmp_path / "index.md").split("## gca")[1]
     assert "[gca.md](gca.md)" in gca and "**The paper's claim on this pair, at R = 10**" in gca
-    assert "old GCA text" not in gca
+    assert "- test ROC AUC: GCA 0.9 vs FedAvg 0.8" in gca and "- accuracy: fails" in gca, "the verdict bullets come along"
+    assert "old GCA text" not in gca and "Selecting on the test set" not in gca
 
 
 def test_cpu_hours_sum_runs_and_unknown_cpu_is_nan(tmp_path: Path) -> None:
@@ -105,6 +107,15 @@ def test_cpu_hours_sum_runs_and_unknown_cpu_is_nan(tmp_path: Path) -> None:
     record_run(tmp_path, {"sweep": "t", "started": 0, "wall_s": 360, "cpu_s": 720, "exit": 0})
     hours = cpu_hours(tmp_path)
     assert np.isnan(hours["s"]["cpu_h"]) and hours["s"]["wall_h"] == 2.0 and hours["t"]["cpu_h"] == pytest.approx(0.2)
+    assert cpu_text(hours["s"]) == "not measured" and cpu_text(hours["t"]) == "0.20"
+
+
+def test_a_run_whose_cpu_was_not_measured_makes_the_sweep_cpu_a_lower_bound(tmp_path: Path) -> None:
+    record_run(tmp_path, {"sweep": "s", "started": 0, "wall_s": 3600, "cpu_s": None, "exit": None})
+    record_run(tmp_path, {"sweep": "s", "started": 1, "wall_s": 1800, "cpu_s": 1800, "exit": 0})
+    hours = cpu_hours(tmp_path)["s"]
+    assert hours["cpu_h"] == pytest.approx(0.5) and hours["wall_h"] == pytest.approx(1.5) and hours["unmeasured"] == 1
+    assert cpu_text(hours) == "≥ 0.50 (1 of 2 runs not measured)"
 
 
 def test_reproduce_selects_sweeps_in_file_order_and_names_bad_choices() -> None:

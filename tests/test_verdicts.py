@@ -107,7 +107,12 @@ def test_the_level_decides() -> None:
 def test_one_seed_or_no_spread_is_inconclusive() -> None:
     assert judge_claim(_seeds(0.9), _seeds(0.1), ">").verdict == "inconclusive"
     assert judge_claim(Estimate(0.9), Estimate(0.1), ">").verdict == "inconclusive"
-    assert judge_claim(None, _seeds(0.1, 0.2), ">").verdict == "inconclusive"
+
+
+
+def test_a_claim_whose_cell_has_no_result_is_not_evaluated() -> None:
+    v = judge_claim(None, _seeds(0.1, 0.2), ">")
+    assert v.verdict == "not evaluated" and v.reason.startswith("not run") and not v.is_finding
 
 
 def test_data_free_reference_that_satisfies_the_claim_makes_it_trivial() -> None:

@@ -62,6 +62,11 @@ only when the attack on the side the claim says leaks more (``than`` for ``<``, 
 claim is *vacuous*: both attacks learn nothing on this data (an attacker can always fall back on
 the control, so every advantage ≤ 0 is the same "nothing"), and it is not judged.
 
+**Not evaluated.** A claim whose own cells (``a``, ``b``, or the premise's attack) have no result —
+not in the grid, or not run in this root — is *not evaluated*: no verdict and not a finding (it
+enters no multiplicity family). A data-free reference that has not run makes a claim its own bounds
+hold *inconclusive* (above).
+
 **Settings.** A claim over a sweep option (``over``) is judged at every value of it; its verdict
 is that of every setting when they agree, *partly held* when it is held at some and not all, and
 otherwise the most telling of theirs (:func:`combine_settings`).
@@ -441,7 +446,7 @@ def judge_claim(ours: Estimate | None, than: Estimate | None, op: str, *, factor
     if kind not in KINDS:
         raise ValueError(f"kind: must be one of {KINDS}, got {kind!r}")
     if ours is None or than is None:
-        return ClaimVerdict("inconclusive", "not run: a referenced cell or curve has no result", None)
+        return ClaimVerdict("not evaluated", "not run: a referenced cell or curve has no result", None)
     diff = difference(ours, than, factor, alpha)
     p = claim_p_value(diff, op, tolerance)
     if kind == "accounting_identity":
@@ -451,7 +456,7 @@ def judge_claim(ours: Estimate | None, than: Estimate | None, op: str, *, factor
         pd, failed = _premise(premise, alpha)
         evidence["premise_diff"] = pd
         if failed:
-            return ClaimVerdict("inconclusive" if pd is None else "vacuous", failed, diff, p_value=math.nan,
+            return ClaimVerdict("not evaluated" if pd is None else "vacuous", failed, diff, p_value=math.nan,
                                 premise_diff=pd)
     verdict = judge(diff, op, tolerance)
     if verdict != "held":
