@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -140,3 +141,20 @@ def test_reproduce_measures_the_cpu_time_of_the_child_and_its_children(tmp_path:
     code = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {burn!r}], check=True)"
     status, wall, cpu = run_measured([sys.executable, "-c", code], dict(__import__("os").environ))
     assert status == 0 and cpu >= 0.6 and wall > 0
+
+
+def test_the_kernel_scale_probe_is_shown_when_it_has_run(tmp_path: Path) -> None:
+    from tasks.paper_report import dc_kernel_lines
+
+    assert dc_kernel_lines(tmp_path / "missing.json") == []
+    scale = {f"d_tilde={d}_{ob}": {"kappa_at_nearest": k, "test_fraction_far_from_anchors": f, "nearest_anchor_sq_distance": 1.0}
+             for d in (4, 16, 64) for ob, k, f in (("pca", 0.05, 0.16), ("kpca", 0.99, 0.0), ("umap", 0.9, 0.0))}
+    gamma = {"d_tilde=16": {"gamma_1_mean": 0.446, "gamma_median_mean": 0.743, "difference_mean": 0.297,
+                            "difference_ci95": [0.28, 0.31], "per_seed": []}}
+    probe = tmp_path / "probe.json"
+    probe.write_text(json.dumps({"command": "python benchmarks/probe_dc_pca_kernel.py --root runs/paper", "seeds": [0, 1, 2],
+                                 "kernel_scale_party0_median_over_seeds": scale, "nki_pca_gamma": gamma}))
+    text = "\n".join(dc_kernel_lines(probe))
+    assert "| 16 | 0.05 (16%) | 0.99 (0%) | 0.9 (0%) |" in text
+    assert "| 16 | 0.446 | 0.743 | +0.297 [+0.280, +0.310] | 0.631 |" in text, "the paper's NKI under PCA at d̃ = 16"
+    assert "| 4 | 0.446" not in text and "3 seeds" in text
