@@ -16,7 +16,7 @@ Writes ``reports/bench/mutation.json`` (or ``--out PATH``): a list of ``{"module
 "complete", "survivors"}``, score = killed / (killed + survived), plus the command's limitations in
 ``"note"`` when a run was capped. ``--only MODULE`` re-runs one target and merges it into the file.
 
-Usage: ``python benchmarks/bench_mutation.py [--budget 900] [--children 2] [--only veilbench/dc/kernel.py]``
+Usage: ``python benchmarks/bench_mutation.py [--budget 900] [--children 2] [--only veilbench/dc/kernel.py] [--keep]``
 """
 
 from __future__ import annotations
@@ -47,7 +47,9 @@ TARGETS: dict[str, list[str]] = {
         "not default_run_size and not grows_with_the_run_count and not default_record",
     ],
     "veilbench/dc/kernel.py": ["tests/dc/test_kernel.py"],
-    "veilbench/gca/gca.py": ["tests/gca/test_simulator.py", "tests/gca/test_gca_mutants.py"],
+    "veilbench/gca/gca.py": ["tests/gca/test_simulator.py", "tests/gca/test_gca_protocol.py",
+                             "tests/gca/test_weighting.py", "tests/gca/test_vectorized_gca.py",
+                             "tests/gca/test_gca_behaviour_mutants.py"],
     "veilbench/anchornoise/mechanisms.py": ["tests/anchornoise/test_anchor_and_mechanisms.py"],
 }
 
@@ -70,7 +72,7 @@ def _toml_list(items: list[str]) -> str:
 
 def _copy_code(work: Path) -> None:
     """The packages and tests of this checkout (not an installed copy) into ``work``."""
-    for name in ("veilbench", "tasks", "flows", "tests"):
+    for name in ("veilbench", "tasks", "flows", "tests", "benchmarks"):  # some tests load a benchmark module
         if (REPO / name).is_dir():
             shutil.copytree(REPO / name, work / name, ignore=shutil.ignore_patterns("__pycache__"))
 
@@ -83,7 +85,7 @@ def _scratch(module: str, tests: list[str]) -> Path:
     (work / "pyproject.toml").write_text(
         "[tool.mutmut]\n"
         'source_paths = ["veilbench"]\n'
-        'also_copy = ["tasks", "flows"]\n'
+        'also_copy = ["tasks", "flows", "benchmarks"]\n'
         f"only_mutate = {_toml_list([only])}\n"
         f"pytest_add_cli_args_test_selection = {_toml_list(tests)}\n"
         'pytest_add_cli_args = ["-q", "-p", "no:cacheprovider", "-x"]\n'
@@ -112,8 +114,11 @@ def _run_capped(cmd: list[str], cwd: Path, budget: float) -> tuple[bool, str]:
     return finished, (cwd / "mutmut.log").read_text(errors="replace")[-2000:]
 
 
-def run_module(module: str, tests: list[str], budget: float, children: int) -> dict:
-    """Mutate ``module`` against ``tests`` for at most ``budget`` seconds; the tallies as a dict."""
+def run_module(module: str, tests: list[str], budget: float, children: int, keep: bool = False) -> dict:
+    """Mutate ``module`` against ``tests`` for at most ``budget`` seconds; the tallies as a dict.
+
+    With ``keep`` the scratch tree (with its ``mutants/``) is left in place and its path printed, so
+    that ``mutmut show NAME`` / ``mutmut run NAME`` can be run there to triage the survivors."""
     work = _scratch(module, tests)
     start = time.perf_counter()
     try:
@@ -128,7 +133,10 @@ def run_module(module: str, tests: list[str], budget: float, children: int) -> d
             line.split(":")[0].strip() for line in listing.stdout.splitlines() if line.strip().endswith(": survived")
         )
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if keep:
+            print(f"kept the scratch tree of {module}: {work}", flush=True)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
     counted = sum(int(stats.get(k, 0)) for k in ("killed", "survived", "timeout", "suspicious", "no_tests",
                                                   "skipped", "segfault"))
     if counted == 0 and int(stats.get("total", 0)) > 0:
@@ -187,12 +195,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--known-tests", nargs="*", default=[],
                     help="extra test files for the known-mutant checks (e.g. a weighting test in another file)")
     ap.add_argument("--known-only", action="store_true", help="only check the known mutants")
+    ap.add_argument("--keep", action="store_true",
+                    help="keep each module's scratch tree (mutmut show / mutmut run NAME there) and print its path")
     args = ap.parse_args(argv)
     previous = json.loads(args.out.read_text()) if args.out.exists() and args.only else []
     rows = {r["module"]: r for r in previous}
     for module in [] if args.known_only else args.only or list(TARGETS):
         print(f"mutating {module} …", flush=True)
-        rows[module] = run_module(module, TARGETS[module], args.budget, args.children)
+        rows[module] = run_module(module, TARGETS[module], args.budget, args.children, keep=args.keep)
         print(json.dumps({k: v for k, v in rows[module].items() if k != "survivors"}), flush=True)
         args.out.parent.mkdir(parents=True, exist_ok=True)
         ordered = [rows[m] for m in TARGETS if m in rows]
