@@ -85,7 +85,7 @@ def test_claims_table_holds_fails_and_reports_missing_runs() -> None:
     verdict = {r["claim"]: r["verdict"] for r in records}
     # summaries only (no per-seed values): Welch's t on the stored half-widths
     assert verdict == {"holds": "held", "fails": "not held", "vs cell": "not held", "approx": "held",
-                       "missing": "inconclusive"}
+                       "missing": "not evaluated"}
     why = {r["claim"]: r["why_not"] for r in records}
     assert why["fails"].endswith("because") and why["holds"] == "" and why["vs cell"].endswith("clean is better")
     assert why["missing"].startswith("not run")
