@@ -13,11 +13,12 @@ obfuscation, the sweep's seeds), this probe records, per (d̃, obfuscation):
   over the anchors is below 1e-6 (such a row maps to ≈ 0, spec §9);
 
 and, for PCA at each d̃, the analysis accuracy of NKI with the paper's γ = 1 beside NKI with the
-per-party median heuristic (``kernel_gamma="median"``: γ_k = 1/median‖a − a'‖² of party ``k``'s
-anchor IRs) on the same releases and seeds, integrated and scored exactly as the ``integrate`` and
+per-party median heuristic (``kernel_gamma="median"``: γ_k = 1/(2·median‖a − a'‖²) over party
+``k``'s anchor IRs, :func:`veilbench.dc.kernel.median_gamma`) on the same releases and seeds, integrated and scored exactly as the ``integrate`` and
 ``evaluate`` stages do (:func:`veilbench.dc.family.integrate`, the random forest of
 :func:`veilbench.dc.downstream.collaboration_accuracy`). The paired difference per seed gives the
-mean and a 95 % t interval.
+mean and a 95 % t interval (``scipy.stats.ttest_1samp``). Distances and kernel values are the
+library's own (:func:`veilbench.dc.kernel.rbf_kernel`, :func:`veilbench.linalg.distances.sq_distances`).
 
 Writes ``reports/bench/dc_pca_kernel.json``. Usage (the releases must exist, e.g. after
 ``make reproduce SWEEPS=paper-dc-fmnist-rq4``)::
@@ -43,7 +44,6 @@ sys.path.insert(0, str(REPO))
 
 import numpy as np  # noqa: E402
 from scipy import stats  # noqa: E402
-from scipy.spatial.distance import cdist  # noqa: E402
 
 import tasks.numerics  # noqa: E402,F401  (the project's CPU code-path pins)
 
@@ -62,11 +62,14 @@ def release_of(root: Path, d_tilde: int, obfuscation: str, seed: int) -> dict[st
 
 def kernel_scale(rel: dict[str, np.ndarray]) -> dict[str, float]:
     """Nearest-anchor squared distance and far-test share in party 0's IR (γ = 1)."""
+    from veilbench.dc.kernel import rbf_kernel
+    from veilbench.linalg.distances import sq_distances
+
     anchors, test = rel["ir_anchor"][0], rel["ir_test"][0]
-    d2 = cdist(anchors, anchors, "sqeuclidean")
+    d2 = sq_distances(anchors, anchors)
     np.fill_diagonal(d2, np.inf)
     nearest = float(np.median(d2.min(axis=1)))
-    far = float(np.mean(np.exp(-cdist(test, anchors, "sqeuclidean")).max(axis=1) < 1e-6))
+    far = float(np.mean(rbf_kernel(test, anchors, 1.0).max(axis=1) < 1e-6))
     return {"nearest_anchor_sq_distance": nearest, "kappa_at_nearest": float(np.exp(-nearest)),
             "test_fraction_far_from_anchors": far}
 
@@ -109,11 +112,11 @@ def main(argv: list[str] | None = None) -> int:
             per_seed.append({"seed": s, "gamma_1": nki_accuracy(rel, y_test_all, d, 1.0, s),
                              "gamma_median": nki_accuracy(rel, y_test_all, d, "median", s)})
         diff = np.array([r["gamma_median"] - r["gamma_1"] for r in per_seed])
-        half = float(stats.t.ppf(0.975, diff.size - 1) * diff.std(ddof=1) / np.sqrt(diff.size))
+        ci = stats.ttest_1samp(diff, 0.0).confidence_interval(0.95)
         gamma_rows[f"d_tilde={d}"] = {
             "gamma_1_mean": float(np.mean([r["gamma_1"] for r in per_seed])),
             "gamma_median_mean": float(np.mean([r["gamma_median"] for r in per_seed])),
-            "difference_mean": float(diff.mean()), "difference_ci95": [float(diff.mean() - half), float(diff.mean() + half)],
+            "difference_mean": float(diff.mean()), "difference_ci95": [float(ci.low), float(ci.high)],
             "per_seed": per_seed}
     rev = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     report = {"probe": "dc_pca_kernel", "sweep": SWEEP, "root": str(args.root), "seeds": args.seeds,

@@ -287,14 +287,16 @@ def scoreshield_section(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def cpu_hours(root: Path) -> dict[str, dict[str, float]]:
-    """Sweep → {cpu_h, wall_h, runs, unmeasured} summed over the records of ``<root>/cpu.json``.
+    """Sweep → {cpu_h, wall_h, runs, unmeasured, finished} summed over the records of ``<root>/cpu.json``
+    (``finished``: the runs that exited 0).
     A record with ``cpu_s`` null (a Dask cluster's CPU, or a run killed before it could record its
     own) counts in ``unmeasured``; ``cpu_h`` sums the measured runs, so it is a lower bound when
     ``unmeasured`` > 0, and NaN when no run was measured."""
     path = Path(root) / CPU_FILE
     out: dict[str, dict[str, float]] = {}
     for entry in json.loads(path.read_text()) if path.is_file() else []:
-        s = out.setdefault(entry["sweep"], {"cpu_h": 0.0, "wall_h": 0.0, "runs": 0, "unmeasured": 0})
+        s = out.setdefault(entry["sweep"], {"cpu_h": 0.0, "wall_h": 0.0, "runs": 0, "unmeasured": 0, "finished": 0})
+        s["finished"] += entry.get("exit") == 0
         if entry["cpu_s"] is None:
             s["unmeasured"] += 1
         else:
@@ -325,9 +327,10 @@ def cpu_lines(root: Path, cfg: Any) -> list[str]:
             n = len(cfg.sweeps[sweep].expand()) * len(cfg.sweeps[sweep].seeds) if sweep in cfg.sweeps else 0
             out.append(f"| {sweep} | {family} | {n} | " + ("— | — | 0 |" if h is None else
                        f"{cpu_text(h)} | {h['wall_h']:.2f} | {h['runs']} |"))
-    not_run = [s for sweeps in SWEEPS.values() for s in sweeps if s not in hours]
+    not_run = [s for sweeps in SWEEPS.values() for s in sweeps if not hours.get(s, {}).get("finished")]
     if not_run:
-        out += ["", f"**Not run in this root:** {', '.join(f'`{s}`' for s in not_run)}. Their tables show — and the "
+        out += ["", f"**Not run in this root:** {', '.join(f'`{s}`' for s in not_run)} (no run of theirs finished; "
+                "a stopped run's CPU is counted above). Their tables show — and the "
                 "claims that need them are not evaluated; `make reproduce SWEEPS=…` runs them (resumable)."]
     return out
 
@@ -404,8 +407,8 @@ def dc_kernel_lines(probe_path: Path) -> list[str]:
         out.append(f"| {d} | " + " | ".join("—" if c is None else f"{c['kappa_at_nearest']:.3g} "
                                               f"({c['test_fraction_far_from_anchors']:.0%})" for c in cells) + " |")
     out += ["", "NKI under PCA on the same releases and seeds, γ = 1 (the paper's) against the per-party median "
-            "heuristic γ_k = 1/median‖a − a'‖² of party k's anchor IRs (`kernel_gamma: median`), analysis accuracy, "
-            "paired difference with its 95 % t interval:", "",
+            "heuristic γ_k = 1/(2·median‖a − a'‖²) over party k's anchor IRs (`kernel_gamma: median`), analysis "
+            "accuracy, paired difference with its 95 % t interval:", "",
             "| d̃ | γ = 1 | γ median | difference [95 % CI] | paper NKI |", "|---|---|---|---|---|"]
     for d in (4, 16, 64):
         g = gamma.get(f"d_tilde={d}")
@@ -437,8 +440,9 @@ def build(root: Path, params: Path, out_path: Path, reduced_root: Path | None = 
              ", ".join(f"{f} {n}" for f, n in n_cells.items()) + ".", "",
              "Verdicts: the headline claims are judged as in `claims.csv` (`tasks/report/verdicts.py`: paired t bounds at 5 %, "
              "*trivial* when a data-free reference also satisfies the claim, *inconclusive* when the bounds straddle "
-             "it, *not evaluated* when a cell it needs has not run). Per paper number, ≈ / ≠ / ? says whether ours lies within ±0.05 of it (two one-sided Welch tests "
-             "against the paper's own CI), is farther, or cannot be told.", "",
+             "it, *not evaluated* when a cell it needs has not run). Per paper number, ≈ / ≠ / ? says whether ours "
+             "lies within ±0.05 of it (two one-sided Welch tests against the paper's own CI), is farther, or cannot "
+             "be told.", "",
              "## CPU time of the runs", "",
              "Process CPU time of each `make reproduce` run of the sweep (the benchmark process and its Dask workers, "
              "`runs/paper/cpu.json`), summed over its runs (a resumed sweep has several), on the shared 2-core machine.",

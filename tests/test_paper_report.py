@@ -116,7 +116,9 @@ def test_a_run_whose_cpu_was_not_measured_makes_the_sweep_cpu_a_lower_bound(tmp_
     record_run(tmp_path, {"sweep": "s", "started": 1, "wall_s": 1800, "cpu_s": 1800, "exit": 0})
     hours = cpu_hours(tmp_path)["s"]
     assert hours["cpu_h"] == pytest.approx(0.5) and hours["wall_h"] == pytest.approx(1.5) and hours["unmeasured"] == 1
-    assert cpu_text(hours) == "≥ 0.50 (1 of 2 runs not measured)"
+    assert cpu_text(hours) == "≥ 0.50 (1 of 2 runs not measured)" and hours["finished"] == 1
+    record_run(tmp_path, {"sweep": "stopped", "started": 2, "wall_s": 60, "cpu_s": 60, "exit": 1})
+    assert cpu_hours(tmp_path)["stopped"]["finished"] == 0, "a run that did not exit 0 did not finish the sweep"
 
 
 def test_reproduce_selects_sweeps_in_file_order_and_names_bad_choices() -> None:
